@@ -1,0 +1,130 @@
+"""Times reference-kernel parameter variants and every baseline configuration on the issue's specs.
+
+Run on the GPU machine: `python bench/explore_kernels.py OUT_DIR [SPEC ...]`. It prints one table
+(candidate variants and baselines per spec, with correctness) and writes the full rows as JSON. It is
+how the planner's starting parameters and parameter spaces were chosen; see bench/NOTES.md.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import cupy as cp
+import numpy as np
+
+from sparseditto.knowledge_base.library import get_kernel
+from sparseditto.spec import load_spec
+from sparseditto.tools.compiler import DTYPE_CODES, compile_source
+from sparseditto.tools.families import FAMILIES
+from sparseditto.tools.families.base import to_float64
+from sparseditto.tools.runner import Launcher, device_info, rel_error
+from sparseditto.tools.timing import L2Flusher, device_copy_bandwidth, time_call
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def variants(spec) -> list[tuple[str, dict[str, int]]]:
+    out = []
+    if spec.family == "csr_spmv":
+        for g, u, b in itertools.product((2, 4, 8, 16), (1, 2, 4), (256,)):
+            out.append(("spmv_csr_vector", {"GROUP": g, "UNROLL": u, "BLOCK": b}))
+        for g, lr, ch in itertools.product((4, 8), (64, 256), (512,)):
+            out.append(("spmv_csr_split_long", {"GROUP": g, "UNROLL": 2, "BLOCK": 256, "LONG_ROW": lr, "CHUNK": ch}))
+        return out
+    wide = 8 if spec.dtype != "fp32" else 4
+    for vw, w, u in itertools.product((wide, wide // 2), (4, 8), (4, 8)):
+        out.append(("spmm_csr_rowsplit", {"VW": vw, "WARPS": w, "UNROLL": u}))
+    vb = 4 if spec.dtype == "fp32" else 2
+    for cpl, per_sm in itertools.product((1, 2, 4, 8), (1, 2)):
+        tw_bytes = 32 * cpl * vb
+        kc = (128 * 1024 // per_sm) // tw_bytes
+        if kc not in (64, 128, 256, 512, 1024):
+            continue
+        tiles = -(-spec.N // (32 * cpl))
+        rows_per_block = max(1, spec.M * tiles // (132 * per_sm))
+        for warps, u in itertools.product((8, 16), (4, 8)):
+            rpw = min(16, max(1, rows_per_block // warps))
+            rpw = 1 << (rpw.bit_length() - 1)
+            out.append(("spmm_csr_smem_tile", {"CPL": cpl, "WARPS": warps, "RPW": rpw, "KC": kc, "UNROLL": u}))
+    return out
+
+
+def main(out_dir: str, spec_paths: list[str]) -> None:
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    info = device_info()
+    flush = L2Flusher()
+    copy_bw = device_copy_bandwidth(flush)
+    print(f"device {info}  copy bandwidth {copy_bw / 1e12:.2f} TB/s", flush=True)
+    rows = []
+    tmp = Path(tempfile.mkdtemp())
+    for path in spec_paths:
+        spec = load_spec(path)
+        family = FAMILIES[spec.family]
+        problem = family.make_problem(spec, seed=12345)
+        ref = family.reference(problem)
+        tol = family.tolerance(spec.dtype)
+        floor_us = family.min_bytes(problem.symbols, spec.dtype) / copy_bw * 1e6
+        print(f"\n== {spec.name}: {problem.symbols} floor {floor_us:.1f} us", flush=True)
+        first = None
+        for name, params in variants(spec):
+            cand = get_kernel(name).instantiate(params)
+            res = compile_source(cand.source, info["arch"], cand.defines(DTYPE_CODES[spec.dtype]))
+            row = {"spec": spec.name, "kind": "candidate", "name": cand.label(), "floor_us": floor_us}
+            if not res.ok:
+                row.update(error=res.log[-500:])
+                rows.append(row)
+                print(f"  {cand.label():70s} COMPILE ERROR", flush=True)
+                continue
+            cubin = tmp / f"{len(rows)}_{name}.cubin"
+            cubin.write_bytes(res.cubin)
+            module = cp.RawModule(path=str(cubin))
+            launcher = Launcher(cand, module, problem, info["sms"])
+            launcher.poison()
+            launcher.run()
+            cp.cuda.Device().synchronize()
+            err, bad = rel_error(launcher.result(), ref)
+            t = time_call(launcher.run, flush, runs=30)
+            regs = {k: v.registers for k, v in res.resources.items()}
+            row.update(us=t.median_us, p10=t.p10_us, p90=t.p90_us, rel_error=err, ok=err <= tol, regs=regs,
+                       prep_ms=launcher.preparation_ms)
+            rows.append(row)
+            print(f"  {cand.label():70s} {t.median_us:9.1f} us  err {err:.1e} {'OK' if err <= tol else 'WRONG'} regs {regs}", flush=True)
+            if first is None:
+                first = launcher
+            else:
+                del launcher
+        device_inputs = {k: first.arrays[k] for k in problem.inputs}
+        for call in family.baselines(device_inputs, problem):
+            call.run()
+            cp.cuda.Device().synchronize()
+            err, _ = rel_error(to_float64(call.output.get(), spec.dtype), ref)
+            t = time_call(call.run, flush, runs=30)
+            rows.append({"spec": spec.name, "kind": "baseline", "name": call.name, "library": call.library,
+                         "config": call.config, "us": t.median_us, "rel_error": err, "floor_us": floor_us})
+            print(f"  BASE {call.name:65s} {t.median_us:9.1f} us  err {err:.1e}", flush=True)
+        del first
+        cp.get_default_memory_pool().free_all_blocks()
+    (out / "explore.json").write_text(json.dumps({"device": info, "copy_bandwidth": copy_bw, "rows": rows}, indent=1))
+    print("\nSUMMARY (best correct candidate vs best baseline)")
+    for spec_name in dict.fromkeys(r["spec"] for r in rows):
+        cands = [r for r in rows if r["spec"] == spec_name and r["kind"] == "candidate" and r.get("ok")]
+        bases = [r for r in rows if r["spec"] == spec_name and r["kind"] == "baseline" and r["rel_error"] < 1e-2]
+        bc = min(cands, key=lambda r: r["us"]) if cands else None
+        bb = {}
+        for r in bases:
+            if r["library"] not in bb or r["us"] < bb[r["library"]]["us"]:
+                bb[r["library"]] = r
+        line = f"{spec_name:28s} best {bc['name'] if bc else '-':60s} {bc['us'] if bc else float('nan'):8.1f} us"
+        for lib, r in bb.items():
+            line += f" | {lib} {r['us']:.1f} ({r['name']})"
+        print(line)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2:])

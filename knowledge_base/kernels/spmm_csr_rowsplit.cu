@@ -1,0 +1,76 @@
+/*---
+name: spmm_csr_rowsplit
+family: csr_spmm
+operation: spmm
+format: csr
+dtypes: [fp32, fp16, bf16]
+archs: [sm_80, sm_90]
+strategy: row_split
+summary: >
+  Row-split SpMM, one warp per row of A and a tile of 32*VW columns of B/C per warp, with
+  16-byte loads of B rows. Rows of B are gathered through L1/L2; best when B rows are reused by
+  neighbouring rows or the density is low.
+parameters:
+  VW: [1, 2, 4, 8]
+  WARPS: [2, 4, 8, 16]
+  UNROLL: [2, 4, 8]
+kernels:
+  - entry: spmm_csr_rowsplit
+    grid: ["ceil_div(M, WARPS)", "ceil_div(N, 32 * VW)", "1"]
+    block: ["32 * WARPS", "1", "1"]
+    args: [rowptr, colind, values, B, C, M, N]
+---*/
+// Mapping: warp w of block (bx, by) computes C[row, c0 : c0 + 32*VW) for row = bx*WARPS + w and
+// c0 = by*32*VW; lane l owns the VW consecutive columns c0 + l*VW. The warp reads 32 nonzeros of the
+// row at once (one coalesced load), broadcasts each (column, value) pair with shuffles and gathers
+// the matching row slice of B with one VW-wide load per lane; UNROLL gathers are issued before
+// their FMAs so that several rows of B are in flight. B and C are row-major with N columns.
+extern "C" __global__ void __launch_bounds__(32 * WARPS)
+spmm_csr_rowsplit(const int* __restrict__ rowptr, const int* __restrict__ colind,
+                  const value_t* __restrict__ values, const value_t* __restrict__ B,
+                  value_t* __restrict__ C, int M, int N)
+{
+    const int lane = threadIdx.x % 32;
+    const int row = blockIdx.x * WARPS + threadIdx.x / 32;
+    if (row >= M) return;  // the row is uniform across the warp: whole warps leave
+    const int c0 = blockIdx.y * (32 * VW) + lane * VW;
+    const bool vec_ok = (N % VW == 0) && (c0 + VW <= N);
+    const int start = __ldg(rowptr + row), end = __ldg(rowptr + row + 1);
+
+    float acc[VW];
+#pragma unroll
+    for (int v = 0; v < VW; ++v) acc[v] = 0.f;
+
+    for (int base = start; base < end; base += 32) {
+        const int j = base + lane;
+        const int my_col = j < end ? __ldcs(colind + j) : 0;
+        const float my_val = j < end ? sd_to_f32(__ldcs(values + j)) : 0.f;
+        const int count = min(32, end - base);
+        for (int t = 0; t < count; t += UNROLL) {
+            float b[UNROLL][VW];
+            float a[UNROLL];
+#pragma unroll
+            for (int u = 0; u < UNROLL; ++u) {
+                // lanes past `count` broadcast a zero value, so the extra FMAs add nothing
+                const int src = min(t + u, 31);
+                const int k = __shfl_sync(SD_FULL_MASK, my_col, src);
+                a[u] = t + u < count ? __shfl_sync(SD_FULL_MASK, my_val, src) : 0.f;
+                const value_t* brow = B + (long long)k * N + c0;
+                if (vec_ok) {
+                    sd_load_vec<VW>(brow, b[u]);
+                } else {
+#pragma unroll
+                    for (int v = 0; v < VW; ++v) b[u][v] = c0 + v < N ? sd_to_f32(__ldg(brow + v)) : 0.f;
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < UNROLL; ++u)
+#pragma unroll
+                for (int v = 0; v < VW; ++v) acc[v] += a[u] * b[u][v];
+        }
+    }
+    value_t* crow = C + (long long)row * N + c0;
+#pragma unroll
+    for (int v = 0; v < VW; ++v)
+        if (c0 + v < N) crow[v] = sd_from_f32(acc[v]);
+}

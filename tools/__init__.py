@@ -1,0 +1,1 @@
+"""Problem families, compilation, the candidate runner and the verification backends."""

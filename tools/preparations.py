@@ -1,0 +1,49 @@
+"""One-time format preparations a candidate may declare. Their cost is measured and reported apart.
+
+Each takes the problem's host inputs and the candidate's parameters and returns extra arrays (passed
+to kernels by name) and extra symbols (usable in launch expressions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from sparseditto.tools.families.base import Problem, to_float64
+
+Prepared = tuple[dict[str, np.ndarray], dict[str, int]]
+
+
+def packed_pairs(problem: Problem, params: dict[str, int]) -> Prepared:
+    """(column, fp32 value bits) per nonzero, interleaved, so a kernel reads both with one 8-byte load."""
+    cols = problem.inputs["colind"]
+    vals = to_float64(problem.inputs["values"], problem.dtype).astype(np.float32)
+    pairs = np.empty((len(cols), 2), dtype=np.int32)
+    pairs[:, 0] = cols
+    pairs[:, 1] = vals.view(np.int32)
+    return {"pairs": pairs}, {}
+
+
+def long_row_chunks(problem: Problem, params: dict[str, int]) -> Prepared:
+    """Rows longer than LONG_ROW, cut into chunks of CHUNK nonzeros (row index and start per chunk)."""
+    rowptr = problem.inputs["rowptr"].astype(np.int64)
+    lengths = np.diff(rowptr)
+    long_rows = np.flatnonzero(lengths > params["LONG_ROW"]).astype(np.int32)
+    per_row = -(-lengths[long_rows] // params["CHUNK"])
+    chunk_long_index = np.repeat(np.arange(len(long_rows), dtype=np.int32), per_row)
+    first = np.cumsum(per_row) - per_row
+    within = np.arange(int(per_row.sum())) - np.repeat(first, per_row)
+    chunk_start = (np.repeat(rowptr[long_rows], per_row) + within * params["CHUNK"]).astype(np.int32)
+    arrays = {
+        "long_rows": long_rows if len(long_rows) else np.zeros(1, np.int32),
+        "chunk_long_index": chunk_long_index if len(chunk_long_index) else np.zeros(1, np.int32),
+        "chunk_start": chunk_start if len(chunk_start) else np.zeros(1, np.int32),
+    }
+    return arrays, {"n_long_rows": len(long_rows), "n_long_chunks": len(chunk_start)}
+
+
+PREPARATIONS: dict[str, Callable[[Problem, dict[str, int]], Prepared]] = {
+    "packed_pairs": packed_pairs,
+    "long_row_chunks": long_row_chunks,
+}
