@@ -1,0 +1,1 @@
+"""The LangGraph state machine: state, context, nodes, routing and the builder."""

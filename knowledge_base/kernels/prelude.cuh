@@ -59,3 +59,69 @@ __device__ __forceinline__ void sd_load_vec(const value_t* __restrict__ p, float
         for (int i = 0; i < SD_W; ++i) out[i] = sd_to_f32(v[i]);
     }
 }
+
+// ---- helpers added for the vectorised kernels (spmv_csr_vec4, spmv_csr_split_vec4, spmm_csr_rowsplit_pf) ----
+// L2 cache policy that marks lines to be evicted first: for matrix arrays that are read exactly once.
+__device__ __forceinline__ unsigned long long sd_policy_evict_first() {
+    unsigned long long p;
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+    return p;
+}
+
+// Four consecutive int32 from a 16-byte aligned address, streamed (no L1 allocation; HINT adds an
+// L2 evict-first policy).
+template <int HINT>
+__device__ __forceinline__ int4 sd_ld4_i32(const int* p, unsigned long long pol) {
+    int4 r;
+    if constexpr (HINT) {
+        asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.s32 {%0,%1,%2,%3}, [%4], %5;"
+            : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p), "l"(pol));
+    } else {
+        asm("ld.global.nc.L1::no_allocate.v4.s32 {%0,%1,%2,%3}, [%4];"
+            : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    }
+    return r;
+}
+
+// Four consecutive values (aligned to 4 elements) widened to fp32, streamed like sd_ld4_i32.
+template <int HINT>
+__device__ __forceinline__ void sd_ld4_val(const value_t* p, unsigned long long pol, float (&out)[4]) {
+#if SD_DTYPE == 0
+    int4 r = sd_ld4_i32<HINT>(reinterpret_cast<const int*>(p), pol);
+    out[0] = __int_as_float(r.x); out[1] = __int_as_float(r.y);
+    out[2] = __int_as_float(r.z); out[3] = __int_as_float(r.w);
+#else
+    unsigned int a, b;
+    if constexpr (HINT) {
+        asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v2.u32 {%0,%1}, [%2], %3;" : "=r"(a), "=r"(b) : "l"(p), "l"(pol));
+    } else {
+        asm("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(a), "=r"(b) : "l"(p));
+    }
+    out[0] = sd_to_f32((value_t)(a & 0xffffu)); out[1] = sd_to_f32((value_t)(a >> 16));
+    out[2] = sd_to_f32((value_t)(b & 0xffffu)); out[3] = sd_to_f32((value_t)(b >> 16));
+#endif
+}
+
+// Sum of the nonzeros [a, a+4) ∩ [lo, hi) of one row times x, with a a multiple of 4. The 16-byte
+// loads are used when the whole aligned quad lies inside the arrays (nnz elements long).
+template <int HINT>
+__device__ __forceinline__ void sd_quad_load(const int* __restrict__ colind, const value_t* __restrict__ values,
+                                             int a, int lo, int hi, int nnz, unsigned long long pol,
+                                             int (&c)[4], float (&v)[4]) {
+    if (a + 4 <= nnz) {
+        int4 ci = sd_ld4_i32<HINT>(colind + a, pol);
+        c[0] = ci.x; c[1] = ci.y; c[2] = ci.z; c[3] = ci.w;
+        sd_ld4_val<HINT>(values + a, pol, v);
+    } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            c[e] = a + e < nnz ? __ldcs(colind + a + e) : 0;
+            v[e] = a + e < nnz ? sd_to_f32(__ldcs(values + a + e)) : 0.f;
+        }
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+        const bool in = (a + e >= lo) && (a + e < hi);
+        c[e] = in ? c[e] : -1;
+    }
+}

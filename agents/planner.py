@@ -1,0 +1,116 @@
+"""Planner: spec (+ matrix features) -> plan. Offline expert rules, no LLM needed.
+
+Starting points come from measurements on an H200 (bench/NOTES.md); the search spaces are the
+kernels' declared parameter ranges, narrowed to values valid for the dtype.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sparseditto.agents.schemas import Acceptance, Plan, Strategy
+from sparseditto.knowledge_base.library import get_kernel, kernels_for
+from sparseditto.spec import MatrixFilePattern, Spec
+from sparseditto.tools.families.csr import spec_matrix_shape
+from sparseditto.tools.matrices import load_matrix_file, row_lengths
+
+TARGET_SPEEDUP = {"csr_spmv": 1.5, "csr_spmm": 3.0}
+
+
+def matrix_features(spec: Spec) -> dict[str, float]:
+    """Row-length statistics that decide the strategy (skew calls for the long-row split)."""
+    M, K, nnz = spec_matrix_shape(spec)
+    if isinstance(spec.pattern, MatrixFilePattern):
+        lengths = np.diff(load_matrix_file(spec.pattern).indptr)
+    else:
+        lengths = row_lengths(spec.pattern, M, K, np.random.default_rng(spec.seed))
+    mean = float(lengths.mean()) if len(lengths) else 0.0
+    return {
+        "rows": float(M),
+        "cols": float(K),
+        "nnz": float(nnz),
+        "mean_row": mean,
+        "max_row": float(lengths.max()) if len(lengths) else 0.0,
+        "row_cv": float(lengths.std() / mean) if mean else 0.0,
+        "density": nnz / (M * K) if M and K else 0.0,
+    }
+
+
+def _valid(kernel: str, params: dict[str, int], dtype: str) -> bool:
+    """Parameter combinations the kernel supports for this dtype (16-byte vector limit and the like)."""
+    vb = 4 if dtype == "fp32" else 2
+    if "VW" in params and (params["VW"] * vb > 16 or (vb == 2 and params["VW"] < 2)):
+        return False
+    if "CPL" in params and params["CPL"] * vb > 32:
+        return False
+    if kernel == "spmm_csr_smem_tile" and "KC" in params and params["KC"] * 32 * params["CPL"] * vb > 200 * 1024:
+        return False
+    return True
+
+
+def _space(kernel: str, dtype: str) -> dict[str, list[int]]:
+    ref = get_kernel(kernel)
+    space = {k: list(v) for k, v in ref.parameters.items()}
+    if "VW" in space:
+        space["VW"] = [v for v in space["VW"] if _valid(kernel, {"VW": v}, dtype)]
+    if "CPL" in space:
+        space["CPL"] = [v for v in space["CPL"] if _valid(kernel, {"CPL": v}, dtype)]
+    return space
+
+
+def _pow2_at_most(x: float, choices: list[int]) -> int:
+    fitting = [c for c in choices if c <= max(x, 1)]
+    return max(fitting) if fitting else min(choices)
+
+
+def offline_plan(spec: Spec) -> Plan:
+    feats = matrix_features(spec)
+    family = spec.family
+    available = {k.name for k in kernels_for(family, spec.dtype, spec.arch)}
+    strategies: list[Strategy] = []
+    if family == "csr_spmv":
+        skewed = feats["row_cv"] > 1.0 or feats["max_row"] > 16 * max(feats["mean_row"], 1)
+        group = _pow2_at_most(feats["mean_row"] / 4, [2, 4, 8, 16, 32])
+        vector = Strategy(
+            kernel="spmv_csr_vector",
+            start={"GROUP": group, "UNROLL": 1, "BLOCK": 256},
+            space=_space("spmv_csr_vector", spec.dtype),
+            why=f"rows of similar length (mean {feats['mean_row']:.1f}): a group of {group} lanes per row",
+        )
+        split = Strategy(
+            kernel="spmv_csr_split_long",
+            start={"GROUP": min(8, max(2, group)), "UNROLL": 2, "BLOCK": 256, "LONG_ROW": 64, "CHUNK": 512},
+            space=_space("spmv_csr_split_long", spec.dtype),
+            why=f"skewed rows (max {feats['max_row']:.0f}, cv {feats['row_cv']:.2f}): long rows split across warps",
+        )
+        strategies = [split, vector] if skewed else [vector, split]
+    elif family == "csr_spmm":
+        wide = 4 if spec.dtype == "fp32" else 8
+        strategies = [
+            Strategy(
+                kernel="spmm_csr_rowsplit",
+                start={"VW": wide, "WARPS": 4, "UNROLL": 8 if spec.dtype == "fp32" else 4},
+                space=_space("spmm_csr_rowsplit", spec.dtype),
+                why="warp per row with 16-byte gathers of B rows: robust at any density",
+            ),
+            Strategy(
+                kernel="spmm_csr_smem_tile",
+                start={"CPL": 1, "WARPS": 16, "RPW": 4, "KC": 1024 if spec.dtype == "fp32" else 1024, "UNROLL": 8},
+                space=_space("spmm_csr_smem_tile", spec.dtype),
+                why="B tiles in shared memory serve many rows: wins when density makes B rows reused",
+            ),
+        ]
+    strategies = [s for s in strategies if s.kernel in available]
+    return Plan(
+        family=family,
+        format="csr",
+        features=feats,
+        strategies=strategies,
+        baselines=list(spec.baselines),
+        acceptance=Acceptance(min_speedup=1.0, target_speedup=TARGET_SPEEDUP.get(family, 2.0)),
+        notes="offline expert policy",
+    )
+
+
+def is_valid_choice(kernel: str, params: dict[str, int], dtype: str) -> bool:
+    return _valid(kernel, params, dtype)

@@ -1,0 +1,94 @@
+"""Reviewer: the tool results so far -> one verdict (accept, revise with one direction, give up).
+
+The offline policy is a coordinate search: from the best correct candidate so far it tries one
+neighbouring value of one parameter at a time, then the plan's next strategy; it accepts once the
+target speedup over the best baseline is reached, or when the search is exhausted and the best
+candidate is faster than every baseline.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sparseditto.agents.planner import is_valid_choice
+from sparseditto.agents.schemas import Choice, Plan, Verdict
+from sparseditto.tools.results import VerificationReport
+
+
+def _key(kernel: str, params: dict[str, int]) -> tuple[str, tuple[tuple[str, int], ...]]:
+    return kernel, tuple(sorted(params.items()))
+
+
+def best_iteration(iterations: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The fastest correct, measured iteration (or, without a GPU, the first one that compiled)."""
+    measured = [it for it in iterations if VerificationReport.model_validate(it["report"]).correct
+                and it["report"].get("measurement")]
+    if measured:
+        return min(measured, key=lambda it: it["report"]["measurement"]["median_us"])
+    compiled = [it for it in iterations if it["report"]["compiled"] and not any(
+        f["status"] in {"failed", "error"} for f in it["report"]["feedback"])]
+    return compiled[0] if compiled else None
+
+
+def describe(report: VerificationReport) -> str:
+    """One line on the outcome of a candidate: its first failure, or its speed against the baseline."""
+    failure = next((f for f in report.feedback if f.status in {"failed", "error"}), None)
+    if failure:
+        where = f" at {failure.location}" if failure.location else ""
+        return f"{failure.stage} failed ({failure.error_type}){where}: {failure.message}"
+    m = report.measurement
+    if m is None:
+        return "compiled; GPU stages not executed"
+    vs = f", {m.speedup_vs_best:.2f}x vs {m.best_baseline} ({m.best_baseline_us:.1f} us)" if m.speedup_vs_best else ""
+    return f"{m.median_us:.1f} us, {m.bandwidth_fraction:.0%} of the bandwidth floor{vs}"
+
+
+def _neighbours(plan: Plan, choice: Choice, dtype: str) -> list[Choice]:
+    strategy = next(s for s in plan.strategies if s.kernel == choice.kernel)
+    out = []
+    for name, values in strategy.space.items():
+        if choice.params.get(name) not in values:
+            continue
+        i = values.index(choice.params[name])
+        for j in (i + 1, i - 1):
+            if 0 <= j < len(values):
+                params = {**choice.params, name: values[j]}
+                if is_valid_choice(choice.kernel, params, dtype):
+                    out.append(Choice(kernel=choice.kernel, params=params))
+    return out
+
+
+def offline_review(plan: Plan, iterations: list[dict[str, Any]], dtype: str, backend: str) -> Verdict:
+    last = VerificationReport.model_validate(iterations[-1]["report"])
+    tried = {_key(it["choice"]["kernel"], it["choice"]["params"]) for it in iterations}
+    best = best_iteration(iterations)
+    diagnosis = describe(last)
+    untried_starts = [Choice(kernel=s.kernel, params=s.start) for s in plan.strategies if _key(s.kernel, s.start) not in tried]
+
+    if backend == "compile_only":
+        if untried_starts:
+            nxt = untried_starts[0]
+            return Verdict(decision="revise", diagnosis=diagnosis, direction=f"compile the {nxt.kernel} strategy too", next=nxt,
+                           best_iteration=best["iteration"] if best else None)
+        return Verdict(decision="compiled_only", diagnosis="no CUDA device: candidates compiled, nothing executed",
+                       best_iteration=best["iteration"] if best else None)
+
+    speedup = (best["report"]["measurement"] or {}).get("speedup_vs_best") if best else None
+    if speedup is not None and speedup >= plan.acceptance.target_speedup:
+        return Verdict(decision="accept", diagnosis=f"{diagnosis}; target {plan.acceptance.target_speedup}x reached",
+                       best_iteration=best["iteration"])
+
+    centre = Choice.model_validate(best["choice"]) if best and best["report"].get("measurement") else None
+    candidates = (_neighbours(plan, centre, dtype) if centre else []) + untried_starts
+    nxt = next((c for c in candidates if _key(c.kernel, c.params) not in tried), None)
+    if nxt is None:
+        if speedup is not None and speedup > plan.acceptance.min_speedup:
+            return Verdict(decision="accept", diagnosis=f"search exhausted; best is {speedup:.2f}x the best baseline",
+                           best_iteration=best["iteration"])
+        return Verdict(decision="give_up", diagnosis=f"search exhausted without beating the best baseline; last: {diagnosis}",
+                       best_iteration=best["iteration"] if best else None)
+    changed = {k: v for k, v in nxt.params.items() if centre is None or nxt.kernel != centre.kernel or centre.params.get(k) != v}
+    direction = (f"try {', '.join(f'{k}={v}' for k, v in changed.items())} on {nxt.kernel}"
+                 if centre and nxt.kernel == centre.kernel else f"switch strategy to {nxt.kernel}")
+    return Verdict(decision="revise", diagnosis=diagnosis, direction=direction, next=nxt,
+                   best_iteration=best["iteration"] if best else None)

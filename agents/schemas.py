@@ -1,0 +1,56 @@
+"""Each agent's output schema. Offline and LLM policies fill the same models."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class Strategy(BaseModel):
+    """One way to attack the problem: a reference kernel, where to start and which values to search."""
+
+    kernel: str
+    start: dict[str, int]
+    space: dict[str, list[int]]
+    why: str
+
+
+class Acceptance(BaseModel):
+    min_speedup: float = Field(1.0, description="accept only if at least this much faster than the best baseline")
+    target_speedup: float = Field(description="stop searching once this speedup is reached")
+
+
+class Plan(BaseModel):
+    family: str
+    format: str
+    features: dict[str, float]
+    strategies: list[Strategy]
+    baselines: list[str]
+    acceptance: Acceptance
+    notes: str = ""
+
+
+class Reference(BaseModel):
+    kernel: str
+    strategy: str
+    summary: str
+
+
+class References(BaseModel):
+    kernels: list[Reference]
+
+
+class Choice(BaseModel):
+    """What the coder should build next: a reference kernel and its parameters."""
+
+    kernel: str
+    params: dict[str, int]
+
+
+class Verdict(BaseModel):
+    decision: Literal["accept", "revise", "give_up", "compiled_only"]
+    diagnosis: str
+    direction: str = ""
+    next: Choice | None = None
+    best_iteration: int | None = None

@@ -1,0 +1,163 @@
+"""The graph's nodes. Each reads what it needs and returns a partial update; routing lives in routing.py.
+
+Blocking work (matrix statistics, compilation, GPU runs, artifact writing) runs in a worker thread so
+the same graph serves run_pipeline, the CLI and `langgraph dev`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+import structlog
+from langgraph.config import get_stream_writer
+from langgraph.runtime import Runtime
+from langgraph.types import interrupt
+from pydantic import BaseModel, Field, ValidationError
+
+from sparseditto.agents.coder import first_choice, write_candidate
+from sparseditto.agents.planner import offline_plan
+from sparseditto.agents.retriever import retrieve
+from sparseditto.agents.reviewer import best_iteration, describe, offline_review
+from sparseditto.agents.schemas import Choice, Plan
+from sparseditto.graph.context import PipelineContext
+from sparseditto.graph.routing import budget_spent
+from sparseditto.graph.state import PipelineState
+from sparseditto.spec import Spec, parse_spec
+from sparseditto.tools.contract import KernelCandidate
+from sparseditto.tools.results import VerificationReport
+from sparseditto.tools.verifier import make_verifier
+
+log = structlog.get_logger(__name__)
+
+
+def _emit(event: str, **data: Any) -> None:
+    try:
+        get_stream_writer()({"event": event, **data})
+    except RuntimeError:  # not running inside a graph stream (direct node calls in tests)
+        pass
+
+
+async def planner(state: PipelineState) -> dict[str, Any]:
+    """Also completes the run's bookkeeping when a run starts from a bare spec (LangGraph Studio)."""
+    spec = parse_spec(state["spec"])
+    _emit("planning", spec=spec.name)
+    plan = await asyncio.to_thread(offline_plan, spec)
+    _emit("planned", strategies=[s.kernel for s in plan.strategies], features=plan.features)
+    return {
+        "spec": spec.model_dump(mode="json"),
+        "plan": plan.model_dump(),
+        "run_id": state.get("run_id") or uuid.uuid4().hex[:12],
+        "started_at": state.get("started_at") or time.time(),
+        "iteration_limit": state.get("iteration_limit") or spec.budget.iterations,
+        "on_budget": state.get("on_budget", "ask"),
+    }
+
+
+async def retriever(state: PipelineState) -> dict[str, Any]:
+    refs = retrieve(Plan.model_validate(state["plan"]))
+    _emit("retrieved", kernels=[r.kernel for r in refs.kernels])
+    return {"references": refs.model_dump()}
+
+
+async def coder(state: PipelineState) -> dict[str, Any]:
+    verdicts = state.get("verdicts", [])
+    if verdicts and verdicts[-1].get("next"):
+        choice = Choice.model_validate(verdicts[-1]["next"])
+    else:
+        choice = first_choice(Plan.model_validate(state["plan"]))
+    candidate = write_candidate(choice)
+    _emit("candidate", iteration=len(state.get("iterations", [])) + 1, label=candidate.label())
+    return {"choice": choice.model_dump(), "candidate": candidate.model_dump()}
+
+
+async def tool(state: PipelineState, runtime: Runtime[PipelineContext]) -> dict[str, Any]:
+    ctx = runtime.context or PipelineContext()
+    spec = Spec.model_validate(state["spec"])
+    candidate = KernelCandidate.model_validate(state["candidate"])
+    verifier = ctx.verifier or make_verifier(ctx.arch or spec.arch, ctx.force_compile_only)
+    iteration = len(state.get("iterations", [])) + 1
+    _emit("verifying", iteration=iteration, label=candidate.label(), backend=verifier.backend)
+    start = time.perf_counter()
+    report: VerificationReport = await asyncio.to_thread(verifier.verify, candidate, spec)
+    seconds = time.perf_counter() - start
+    _emit("verified", iteration=iteration, label=candidate.label(), outcome=describe(report), seconds=round(seconds, 2))
+    record = {"iteration": iteration, "choice": state["choice"], "candidate": candidate.label(),
+              "backend": verifier.backend, "seconds": seconds, "report": report.model_dump(mode="json")}
+    return {"iterations": [record]}
+
+
+async def reviewer(state: PipelineState) -> dict[str, Any]:
+    spec = Spec.model_validate(state["spec"])
+    verdict = offline_review(Plan.model_validate(state["plan"]), state["iterations"], spec.dtype, state["iterations"][-1]["backend"])
+    update: dict[str, Any] = {"verdicts": [verdict.model_dump()]}
+    if verdict.decision == "revise" and (reason := budget_spent({**state, **update})):
+        update["budget_reason"] = reason
+    _emit("reviewed", decision=verdict.decision, diagnosis=verdict.diagnosis, direction=verdict.direction)
+    return update
+
+
+class HumanAnswer(BaseModel):
+    """What a person answers at the approval gate."""
+
+    action: str = Field(pattern="^(approve|extend|abort)$")
+    iterations: int = Field(default=0, ge=0, le=1000)
+
+
+def gate_payload(state: PipelineState) -> dict[str, Any]:
+    best = best_iteration(state["iterations"])
+    return {
+        "question": "The budget is spent. Approve the best kernel so far, extend the search, or abort?",
+        "reason": state.get("budget_reason", "budget spent"),
+        "best": {"iteration": best["iteration"], "candidate": best["candidate"],
+                 "outcome": describe(VerificationReport.model_validate(best["report"]))} if best else None,
+        "why_not_accepted": state["verdicts"][-1]["diagnosis"],
+        "answers": ["approve", "extend N", "abort"],
+    }
+
+
+async def human_gate(state: PipelineState) -> dict[str, Any]:
+    answer = interrupt(gate_payload(state))
+    if isinstance(answer, str):
+        action, _, n = answer.partition(" ")
+        answer = {"action": action, "iterations": int(n) if n.strip().isdigit() else 0}
+    try:
+        decision = HumanAnswer.model_validate(answer)
+    except ValidationError:
+        decision = HumanAnswer(action="abort")
+        log.warning("unreadable_gate_answer", answer=answer)
+    update: dict[str, Any] = {"human": decision.model_dump()}
+    if decision.action == "extend":
+        update["iteration_limit"] = len(state["iterations"]) + max(1, decision.iterations)
+        update["started_at"] = time.time()
+    _emit("human", **decision.model_dump())
+    return update
+
+
+def final_status(state: PipelineState) -> str:
+    verdict = state["verdicts"][-1]["decision"]
+    best = best_iteration(state["iterations"])
+    has_correct = best is not None and best["report"].get("measurement") is not None
+    if verdict == "accept":
+        return "accepted"
+    if verdict == "compiled_only":
+        return "compiled_only"
+    if verdict == "give_up":
+        return "not_faster" if has_correct else "failed"
+    action = state.get("human", {}).get("action") or state.get("on_budget", "ask")
+    if action == "approve":
+        return "approved_best" if has_correct else "failed"
+    return "aborted"
+
+
+async def finalize(state: PipelineState, runtime: Runtime[PipelineContext]) -> dict[str, Any]:
+    from sparseditto.artifacts import write_artifacts
+
+    ctx = runtime.context or PipelineContext()
+    status = final_status(state)
+    best = best_iteration(state["iterations"])
+    folder = await asyncio.to_thread(write_artifacts, state, status, ctx.runs_dir)
+    _emit("finished", status=status, artifacts=str(folder))
+    return {"status": status, "best_iteration": best["iteration"] if best else None, "artifacts_dir": str(folder)}
