@@ -43,7 +43,21 @@ def long_row_chunks(problem: Problem, params: dict[str, int]) -> Prepared:
     return arrays, {"n_long_rows": len(long_rows), "n_long_chunks": len(chunk_start)}
 
 
+def long_row_chunk_ptr(problem: Problem, params: dict[str, int]) -> Prepared:
+    """long_row_chunks plus long_chunk_ptr: long row i owns chunks long_chunk_ptr[i] .. long_chunk_ptr[i+1]."""
+    arrays, symbols = long_row_chunks(problem, params)
+    rowptr = problem.inputs["rowptr"].astype(np.int64)
+    lengths = np.diff(rowptr)
+    n_long = symbols["n_long_rows"]
+    per_row = -(-lengths[arrays["long_rows"][:n_long]] // params["CHUNK"])
+    ptr = np.zeros(n_long + 1, dtype=np.int64)
+    np.cumsum(per_row, out=ptr[1:])
+    arrays["long_chunk_ptr"] = ptr.astype(np.int32)
+    return arrays, symbols
+
+
 PREPARATIONS: dict[str, Callable[[Problem, dict[str, int]], Prepared]] = {
     "packed_pairs": packed_pairs,
     "long_row_chunks": long_row_chunks,
+    "long_row_chunk_ptr": long_row_chunk_ptr,
 }

@@ -70,10 +70,10 @@ __device__ __forceinline__ unsigned long long sd_policy_evict_first() {
 
 // Four consecutive int32 from a 16-byte aligned address, streamed (no L1 allocation; HINT adds an
 // L2 evict-first policy).
-template <int HINT>
+template <int SD_H>
 __device__ __forceinline__ int4 sd_ld4_i32(const int* p, unsigned long long pol) {
     int4 r;
-    if constexpr (HINT) {
+    if constexpr (SD_H) {
         asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.s32 {%0,%1,%2,%3}, [%4], %5;"
             : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p), "l"(pol));
     } else {
@@ -84,15 +84,15 @@ __device__ __forceinline__ int4 sd_ld4_i32(const int* p, unsigned long long pol)
 }
 
 // Four consecutive values (aligned to 4 elements) widened to fp32, streamed like sd_ld4_i32.
-template <int HINT>
+template <int SD_H>
 __device__ __forceinline__ void sd_ld4_val(const value_t* p, unsigned long long pol, float (&out)[4]) {
 #if SD_DTYPE == 0
-    int4 r = sd_ld4_i32<HINT>(reinterpret_cast<const int*>(p), pol);
+    int4 r = sd_ld4_i32<SD_H>(reinterpret_cast<const int*>(p), pol);
     out[0] = __int_as_float(r.x); out[1] = __int_as_float(r.y);
     out[2] = __int_as_float(r.z); out[3] = __int_as_float(r.w);
 #else
     unsigned int a, b;
-    if constexpr (HINT) {
+    if constexpr (SD_H) {
         asm("ld.global.nc.L1::no_allocate.L2::cache_hint.v2.u32 {%0,%1}, [%2], %3;" : "=r"(a), "=r"(b) : "l"(p), "l"(pol));
     } else {
         asm("ld.global.nc.L1::no_allocate.v2.u32 {%0,%1}, [%2];" : "=r"(a), "=r"(b) : "l"(p));
@@ -104,14 +104,14 @@ __device__ __forceinline__ void sd_ld4_val(const value_t* p, unsigned long long 
 
 // Sum of the nonzeros [a, a+4) ∩ [lo, hi) of one row times x, with a a multiple of 4. The 16-byte
 // loads are used when the whole aligned quad lies inside the arrays (nnz elements long).
-template <int HINT>
+template <int SD_H>
 __device__ __forceinline__ void sd_quad_load(const int* __restrict__ colind, const value_t* __restrict__ values,
                                              int a, int lo, int hi, int nnz, unsigned long long pol,
                                              int (&c)[4], float (&v)[4]) {
     if (a + 4 <= nnz) {
-        int4 ci = sd_ld4_i32<HINT>(colind + a, pol);
+        int4 ci = sd_ld4_i32<SD_H>(colind + a, pol);
         c[0] = ci.x; c[1] = ci.y; c[2] = ci.z; c[3] = ci.w;
-        sd_ld4_val<HINT>(values + a, pol, v);
+        sd_ld4_val<SD_H>(values + a, pol, v);
     } else {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {

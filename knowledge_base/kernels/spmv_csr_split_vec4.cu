@@ -1,0 +1,132 @@
+/*---
+name: spmv_csr_split_vec4
+family: csr_spmv
+operation: spmv
+format: csr
+dtypes: [fp32, fp16, bf16]
+archs: [sm_80, sm_90]
+strategy: skewed
+summary: >
+  For skewed (power-law) row lengths, with 16-byte loads of 4 nonzeros per lane as in spmv_csr_vec4.
+  One launch does both parts: its first blocks cut rows longer than LONG_ROW into chunks of CHUNK
+  nonzeros, one warp per chunk, each writing its partial sum to an fp32 workspace (no atomics, no
+  zeroing); the remaining blocks treat the short rows with GROUP lanes per row. A second small launch
+  sums each long row's partials with one block per long row. Needs the preparation `long_row_chunk_ptr`.
+preparation: long_row_chunk_ptr
+parameters:
+  GROUP: [1, 2, 4, 8, 16]
+  UNROLL: [1, 2, 4]
+  BLOCK: [128, 256, 512]
+  LONG_ROW: [32, 64, 128, 256, 512]
+  CHUNK: [256, 512, 1024, 2048, 4096]
+  HINT: [0, 1]
+workspace:
+  partial: {dtype: fp32, size: "max(n_long_chunks, 1)"}
+kernels:
+  - entry: spmv_split4_main
+    grid: ["ceil_div(n_long_chunks * 32, BLOCK) + ceil_div(M * GROUP, BLOCK)", "1", "1"]
+    block: ["BLOCK", "1", "1"]
+    args: [rowptr, colind, values, x, y, partial, chunk_long_index, chunk_start, long_rows, n_long_chunks, M, nnz]
+  - entry: spmv_split4_finish
+    grid: ["max(n_long_rows, 1)", "1", "1"]
+    block: ["256", "1", "1"]
+    args: [partial, long_chunk_ptr, long_rows, y, n_long_rows]
+---*/
+// Kernel 1, blocks [0, LB) with LB = ceil(n_long_chunks * 32 / BLOCK): warp w takes chunk
+// [chunk_start[w], min(+CHUNK, row end)) of long row long_rows[chunk_long_index[w]], walks it in aligned
+// quads (lane l: quads l, l + 32, ..., UNROLL per step), reduces across the warp and stores partial[w].
+// Blocks >= LB: as spmv_csr_vec4 over all rows, skipping rows longer than LONG_ROW. Long-row chunks come
+// first in the grid so they start early and the short rows fill in behind them.
+// Kernel 2: block i sums partial[long_chunk_ptr[i] .. long_chunk_ptr[i+1]) and writes y[long_rows[i]].
+template <int STRIDE>
+__device__ __forceinline__ float sd_quad_walk(const int* __restrict__ colind, const value_t* __restrict__ values,
+                                              const value_t* __restrict__ x, int lo, int hi, int lane, int nnz,
+                                              unsigned long long pol) {
+    float acc = 0.f;
+    for (int a = (lo & ~3) + 4 * lane; a < hi; a += 4 * STRIDE * UNROLL) {
+        int c[UNROLL][4];
+        float v[UNROLL][4];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            const int aa = a + u * 4 * STRIDE;
+            if (aa < hi) {
+                sd_quad_load<HINT>(colind, values, aa, lo, hi, nnz, pol, c[u], v[u]);
+            } else {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) { c[u][e] = -1; v[u][e] = 0.f; }
+            }
+        }
+        float xv[UNROLL][4];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) xv[u][e] = c[u][e] >= 0 ? sd_to_f32(__ldg(x + c[u][e])) : 0.f;
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc += (c[u][e] >= 0 ? v[u][e] : 0.f) * xv[u][e];
+    }
+    return acc;
+}
+
+extern "C" __global__ void __launch_bounds__(BLOCK)
+spmv_split4_main(const int* __restrict__ rowptr, const int* __restrict__ colind,
+                 const value_t* __restrict__ values, const value_t* __restrict__ x,
+                 value_t* __restrict__ y, float* __restrict__ partial,
+                 const int* __restrict__ chunk_long_index, const int* __restrict__ chunk_start,
+                 const int* __restrict__ long_rows, int n_long_chunks, int M, int nnz)
+{
+    unsigned long long pol = 0;
+    if (HINT) pol = sd_policy_evict_first();
+    const int long_blocks = (int)(((long long)n_long_chunks * 32 + BLOCK - 1) / BLOCK);
+    if ((int)blockIdx.x < long_blocks) {
+        const int warp = (blockIdx.x * BLOCK + threadIdx.x) / 32;
+        const int lane = threadIdx.x % 32;
+        if (warp >= n_long_chunks) return;  // whole warps leave together
+        const int row = __ldg(long_rows + __ldg(chunk_long_index + warp));
+        const int begin = __ldg(chunk_start + warp);
+        const int end = min(begin + CHUNK, __ldg(rowptr + row + 1));
+        float acc = sd_quad_walk<32>(colind, values, x, begin, end, lane, nnz, pol);
+#pragma unroll
+        for (int offset = 16; offset > 0; offset >>= 1)
+            acc += __shfl_down_sync(SD_FULL_MASK, acc, offset);
+        if (lane == 0) partial[warp] = acc;
+        return;
+    }
+    const long long t = (long long)(blockIdx.x - long_blocks) * BLOCK + threadIdx.x;
+    const int lane = threadIdx.x % GROUP;
+    const long long row = t / GROUP;
+    const bool valid = row < M;
+    const int start = valid ? __ldg(rowptr + row) : 0;
+    int end = valid ? __ldg(rowptr + row + 1) : 0;
+    const bool is_long = end - start > LONG_ROW;
+    if (is_long) end = start;
+    float acc = sd_quad_walk<GROUP>(colind, values, x, start, end, lane, nnz, pol);
+#pragma unroll
+    for (int offset = GROUP / 2; offset > 0; offset >>= 1)
+        acc += __shfl_down_sync(SD_FULL_MASK, acc, offset, GROUP);
+    if (valid && lane == 0 && !is_long) y[row] = sd_from_f32(acc);
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+spmv_split4_finish(const float* __restrict__ partial, const int* __restrict__ long_chunk_ptr,
+                   const int* __restrict__ long_rows, value_t* __restrict__ y, int n_long_rows)
+{
+    __shared__ float red[8];
+    const int i = blockIdx.x;
+    if (i >= n_long_rows) return;  // the whole block leaves (also when there are no long rows)
+    const int lo = __ldg(long_chunk_ptr + i), hi = __ldg(long_chunk_ptr + i + 1);
+    float acc = 0.f;
+    for (int j = lo + threadIdx.x; j < hi; j += 256) acc += partial[j];
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1)
+        acc += __shfl_down_sync(SD_FULL_MASK, acc, offset);
+    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = acc;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float s = 0.f;
+#pragma unroll
+        for (int w = 0; w < 8; ++w) s += red[w];
+        y[__ldg(long_rows + i)] = sd_from_f32(s);
+    }
+}

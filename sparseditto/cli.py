@@ -1,0 +1,163 @@
+"""The `sparseditto` command: run a spec, answer the approval gate, check the machine."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated, Any, Literal
+
+import structlog
+import typer
+from rich.console import Console
+from rich.prompt import Prompt
+from rich.table import Table
+
+from sparseditto.errors import SparseDittoError
+from sparseditto.logging_setup import configure_logging
+from sparseditto.pipeline import PipelineResult, resume, run_pipeline
+from sparseditto.settings import Settings
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Sparse operation + sparsity pattern -> a validated, benchmarked CUDA kernel.")
+console = Console()
+
+
+class Progress:
+    """Shows the graph's progress events as they arrive."""
+
+    def __init__(self) -> None:
+        self.status = console.status("starting")
+
+    def __enter__(self) -> "Progress":
+        self.status.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.status.__exit__(*exc)
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        kind = event.get("event")
+        if kind == "planned":
+            console.print(f"[bold]plan[/]: {', '.join(event['strategies'])}")
+        elif kind == "verifying":
+            self.status.update(f"iteration {event['iteration']}: verifying {event['label']} ({event['backend']})")
+        elif kind == "verified":
+            console.print(f"  [cyan]#{event['iteration']}[/] {event['label']}: {event['outcome']} [dim]({event['seconds']} s)[/]")
+        elif kind == "reviewed" and event["decision"] == "revise":
+            self.status.update(f"reviewer: {event['direction']}")
+        elif kind == "finished":
+            self.status.update("done")
+
+
+def _show(result: PipelineResult) -> None:
+    table = Table(show_header=False, box=None)
+    table.add_row("run", result.run_id)
+    table.add_row("status", f"[bold]{result.status}[/]")
+    table.add_row("iterations", str(result.iterations))
+    if result.best:
+        table.add_row("best kernel", result.best["candidate"])
+        m = result.best.get("measurement")
+        if m:
+            vs = f", {m['speedup_vs_best']:.2f}x vs {m['best_baseline']}" if m.get("speedup_vs_best") else ""
+            table.add_row("time", f"{m['median_us']:.1f} us ({m['bandwidth_fraction']:.0%} of the bandwidth floor{vs})")
+    if result.artifacts_dir:
+        table.add_row("artifacts", result.artifacts_dir)
+    console.print(table)
+
+
+def _ask_gate(result: PipelineResult, runs_dir: str, compile_only: bool) -> PipelineResult:
+    """On a terminal, answer the approval gate right here until the run finishes."""
+    while result.status == "awaiting_approval" and sys.stdin.isatty():
+        gate = result.gate or {}
+        console.print(f"[yellow]{gate.get('reason')}[/]: {gate.get('why_not_accepted')}")
+        if gate.get("best"):
+            console.print(f"best so far: {gate['best']['candidate']}: {gate['best']['outcome']}")
+        answer = Prompt.ask("approve, extend N, or abort", default="approve")
+        with Progress() as progress:
+            result = resume(result.run_id, answer, runs_dir=runs_dir, compile_only=compile_only, on_event=progress)
+    if result.status == "awaiting_approval":
+        console.print(f"waiting at the approval gate: sparseditto resume {result.run_id} --approve | --extend N | --abort")
+    return result
+
+
+def _fail(exc: SparseDittoError) -> None:
+    console.print(f"[red]error:[/] {exc}")
+    raise typer.Exit(exc.exit_code)
+
+
+@app.callback()
+def main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="debug logs on stderr")] = False) -> None:
+    configure_logging(verbose)
+
+
+@app.command()
+def run(
+    spec: Annotated[str, typer.Argument(help="spec file (YAML or JSON)")],
+    budget: Annotated[int | None, typer.Option(min=1, help="iteration budget (overrides the spec)")] = None,
+    on_budget: Annotated[str | None, typer.Option(help="when the budget is spent: ask | approve | abort")] = None,
+    runs_dir: Annotated[str | None, typer.Option(help="where runs and checkpoints are kept")] = None,
+    compile_only: Annotated[bool, typer.Option("--compile-only", help="do not use the GPU even if one is found")] = False,
+) -> None:
+    """Plan, write, verify and benchmark kernels for SPEC until one is accepted or the budget is spent."""
+    settings = Settings()
+    policy = on_budget or settings.on_budget
+    if policy not in ("ask", "approve", "abort"):
+        _fail(SparseDittoError(f"--on-budget: {policy!r} is not one of ask, approve, abort"))
+    folder = runs_dir or settings.runs_dir
+    try:
+        with Progress() as progress:
+            result = run_pipeline(spec, on_budget=policy, budget=budget, runs_dir=folder,  # type: ignore[arg-type]
+                                  compile_only=compile_only or settings.compile_only, on_event=progress)
+        result = _ask_gate(result, folder, compile_only or settings.compile_only)
+    except SparseDittoError as exc:
+        _fail(exc)
+    _show(result)
+
+
+@app.command(name="resume")
+def resume_cmd(
+    run_id: Annotated[str, typer.Argument(help="the run waiting at the approval gate")],
+    approve: Annotated[bool, typer.Option("--approve", help="accept the best kernel so far")] = False,
+    extend: Annotated[int | None, typer.Option("--extend", min=1, help="search N more iterations")] = None,
+    abort: Annotated[bool, typer.Option("--abort", help="stop without accepting")] = False,
+    runs_dir: Annotated[str | None, typer.Option(help="where runs and checkpoints are kept")] = None,
+    compile_only: Annotated[bool, typer.Option("--compile-only")] = False,
+) -> None:
+    """Answer a run's approval gate."""
+    chosen = [a for a, on in (("approve", approve), (f"extend {extend}", extend is not None), ("abort", abort)) if on]
+    if len(chosen) != 1:
+        _fail(SparseDittoError("give exactly one of --approve, --extend N, --abort"))
+    folder = runs_dir or Settings().runs_dir
+    try:
+        with Progress() as progress:
+            result = resume(run_id, chosen[0], runs_dir=folder, compile_only=compile_only, on_event=progress)
+        result = _ask_gate(result, folder, compile_only)
+    except SparseDittoError as exc:
+        _fail(exc)
+    _show(result)
+
+
+@app.command()
+def doctor() -> None:
+    """What this machine offers: GPU, NVRTC, nvcc, Nsight Compute, compute-sanitizer, PyTorch, LLM endpoint."""
+    from sparseditto.tools.baselines import available_libraries
+    from sparseditto.tools.compiler import nvrtc_available
+    from sparseditto.tools.device import detect
+
+    facts = detect()
+    settings = Settings()
+    libs = available_libraries()
+    table = Table("component", "found")
+    table.add_row("GPU", f"{facts.gpu['name']} ({facts.gpu['arch']}, {facts.gpu['sms']} SMs)" if facts.gpu
+                  else f"none ({facts.gpu_error or 'no device'}): compile-only mode")
+    table.add_row("NVRTC", nvrtc_available() or "not loadable")
+    for name, path in (("nvcc", facts.nvcc), ("ncu", facts.ncu), ("compute-sanitizer", facts.compute_sanitizer)):
+        table.add_row(name, path or "not on PATH")
+    for name, version in libs.items():
+        table.add_row(name, version)
+    table.add_row("LLM endpoint", f"{settings.llm_base_url} ({settings.llm_model})" if settings.llm_base_url
+                  else "not set (SPARSEDITTO_LLM_BASE_URL): offline expert policy")
+    console.print(table)
+    structlog.get_logger(__name__).debug("doctor", gpu=facts.gpu)
+
+
+if __name__ == "__main__":
+    app()
