@@ -2,8 +2,8 @@
 
 The offline policy is a coordinate search: from the best correct candidate so far it tries one
 neighbouring value of one parameter at a time, then the plan's next strategy; it accepts once the
-target speedup over the best baseline is reached, or when the search is exhausted and the best
-candidate is faster than every baseline.
+target speedup over the best baseline is reached, or when the search or the budget is exhausted and
+the best candidate is faster than every baseline. Otherwise a spent budget goes to the human gate.
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ def _neighbours(plan: Plan, choice: Choice, dtype: str) -> list[Choice]:
     return out
 
 
-def offline_review(plan: Plan, iterations: list[dict[str, Any]], dtype: str, backend: str) -> Verdict:
+def offline_review(plan: Plan, iterations: list[dict[str, Any]], dtype: str, backend: str, budget_left: bool = True) -> Verdict:
+    """`budget_left` False means this is the last verdict the budget allows: accept the best if it beats the baselines."""
     last = VerificationReport.model_validate(iterations[-1]["report"])
     tried = {_key(it["choice"]["kernel"], it["choice"]["params"]) for it in iterations}
     best = best_iteration(iterations)
@@ -78,6 +79,9 @@ def offline_review(plan: Plan, iterations: list[dict[str, Any]], dtype: str, bac
         return Verdict(decision="accept", diagnosis=f"{diagnosis}; target {plan.acceptance.target_speedup}x reached",
                        best_iteration=best["iteration"])
 
+    if not budget_left and speedup is not None and speedup > plan.acceptance.min_speedup:
+        return Verdict(decision="accept", diagnosis=f"budget spent; best is {speedup:.2f}x the best baseline "
+                       f"(target {plan.acceptance.target_speedup}x not reached)", best_iteration=best["iteration"])
     centre = Choice.model_validate(best["choice"]) if best and best["report"].get("measurement") else None
     candidates = (_neighbours(plan, centre, dtype) if centre else []) + untried_starts
     nxt = next((c for c in candidates if _key(c.kernel, c.params) not in tried), None)

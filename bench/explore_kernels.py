@@ -31,26 +31,34 @@ ROOT = Path(__file__).resolve().parents[1]
 def variants(spec) -> list[tuple[str, dict[str, int]]]:
     out = []
     if spec.family == "csr_spmv":
-        for g, u, b in itertools.product((2, 4, 8, 16), (1, 2, 4), (256,)):
-            out.append(("spmv_csr_vector", {"GROUP": g, "UNROLL": u, "BLOCK": b}))
-        for g, lr, ch in itertools.product((4, 8), (64, 256), (512,)):
-            out.append(("spmv_csr_split_long", {"GROUP": g, "UNROLL": 2, "BLOCK": 256, "LONG_ROW": lr, "CHUNK": ch}))
+        skewed = getattr(spec.pattern, "distribution", "") == "power_law"
+        if not skewed:
+            out.append(("spmv_csr_vector", {"GROUP": 4, "UNROLL": 1, "BLOCK": 256}))
+            for g, u, h in itertools.product((2, 4), (1, 2), (0, 1)):
+                out.append(("spmv_csr_vec4", {"GROUP": g, "UNROLL": u, "BLOCK": 256, "HINT": h}))
+            for b in (128, 512):
+                out.append(("spmv_csr_vec4", {"GROUP": 4, "UNROLL": 1, "BLOCK": b, "HINT": 1}))
+            out.append(("spmv_csr_vec4", {"GROUP": 1, "UNROLL": 4, "BLOCK": 256, "HINT": 1}))
+        else:
+            out.append(("spmv_csr_split_long", {"GROUP": 8, "UNROLL": 2, "BLOCK": 256, "LONG_ROW": 64, "CHUNK": 512}))
+            for g, lr, ch in itertools.product((2, 4), (32, 64), (512, 2048)):
+                out.append(("spmv_csr_split_vec4", {"GROUP": g, "UNROLL": 2, "BLOCK": 256, "HINT": 1, "LONG_ROW": lr, "CHUNK": ch}))
+            for g, u, h in ((2, 1, 1), (4, 1, 1), (2, 2, 0)):
+                out.append(("spmv_csr_split_vec4", {"GROUP": g, "UNROLL": u, "BLOCK": 256, "HINT": h, "LONG_ROW": 32, "CHUNK": 2048}))
+            out.append(("spmv_csr_split_vec4", {"GROUP": 2, "UNROLL": 2, "BLOCK": 128, "HINT": 1, "LONG_ROW": 32, "CHUNK": 1024}))
         return out
-    wide = 8 if spec.dtype != "fp32" else 4
-    for vw, w, u in itertools.product((wide, wide // 2), (4, 8), (4, 8)):
-        out.append(("spmm_csr_rowsplit", {"VW": vw, "WARPS": w, "UNROLL": u}))
-    vb = 4 if spec.dtype == "fp32" else 2
-    for cpl, per_sm in itertools.product((1, 2, 4, 8), (1, 2)):
-        tw_bytes = 32 * cpl * vb
-        kc = (128 * 1024 // per_sm) // tw_bytes
-        if kc not in (64, 128, 256, 512, 1024):
-            continue
-        tiles = -(-spec.N // (32 * cpl))
-        rows_per_block = max(1, spec.M * tiles // (132 * per_sm))
-        for warps, u in itertools.product((8, 16), (4, 8)):
-            rpw = min(16, max(1, rows_per_block // warps))
-            rpw = 1 << (rpw.bit_length() - 1)
-            out.append(("spmm_csr_smem_tile", {"CPL": cpl, "WARPS": warps, "RPW": rpw, "KC": kc, "UNROLL": u}))
+    if spec.dtype == "fp32":
+        out.append(("spmm_csr_rowsplit", {"VW": 4, "WARPS": 4, "UNROLL": 8}))
+        for vw, u in itertools.product((2, 4, 8), (8, 16)):
+            out.append(("spmm_csr_rowsplit_pf", {"VW": vw, "WARPS": 4, "UNROLL": u}))
+        out.append(("spmm_csr_rowsplit_pf", {"VW": 4, "WARPS": 8, "UNROLL": 8}))
+        out.append(("spmm_csr_rowsplit_pf", {"VW": 4, "WARPS": 2, "UNROLL": 16}))
+    else:
+        out.append(("spmm_csr_rowsplit", {"VW": 8, "WARPS": 4, "UNROLL": 4}))
+        for vw, u in itertools.product((4, 8, 16), (8, 16)):
+            out.append(("spmm_csr_rowsplit_pf", {"VW": vw, "WARPS": 4, "UNROLL": u}))
+        out.append(("spmm_csr_rowsplit_pf", {"VW": 2, "WARPS": 4, "UNROLL": 16}))
+        out.append(("spmm_csr_rowsplit_pf", {"VW": 8, "WARPS": 2, "UNROLL": 8}))
     return out
 
 

@@ -91,9 +91,11 @@ async def tool(state: PipelineState, runtime: Runtime[PipelineContext]) -> dict[
 
 async def reviewer(state: PipelineState) -> dict[str, Any]:
     spec = Spec.model_validate(state["spec"])
-    verdict = offline_review(Plan.model_validate(state["plan"]), state["iterations"], spec.dtype, state["iterations"][-1]["backend"])
+    reason = budget_spent(state)
+    verdict = offline_review(Plan.model_validate(state["plan"]), state["iterations"], spec.dtype,
+                             state["iterations"][-1]["backend"], budget_left=reason is None)
     update: dict[str, Any] = {"verdicts": [verdict.model_dump()]}
-    if verdict.decision == "revise" and (reason := budget_spent({**state, **update})):
+    if verdict.decision == "revise" and reason:
         update["budget_reason"] = reason
     _emit("reviewed", decision=verdict.decision, diagnosis=verdict.diagnosis, direction=verdict.direction)
     return update
