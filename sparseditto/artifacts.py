@@ -134,6 +134,14 @@ def _report_md(state: dict[str, Any], status: str, best: dict[str, Any] | None) 
         lines += [f"Best kernel: `{best['candidate']}` (iteration {best['iteration']}): {describe(report)}.", ""]
         if report.device:
             lines += [f"Device: {report.device.get('name')} ({report.device.get('arch')}).", ""]
+        if report.resources:
+            lines += ["| entry point | registers | static shared bytes | stack bytes | spills (stores/loads) |", "|---|---|---|---|---|"]
+            lines += [f"| {e} | {r.registers} | {r.shared_bytes} | {r.stack_bytes} | {r.spill_stores}/{r.spill_loads} |"
+                      for e, r in report.resources.items()]
+            lines.append("")
+        not_run = [f.stage for f in report.feedback if f.status == "not_executed"]
+        if not_run:
+            lines += [f"Not executed (no CUDA device): {', '.join(not_run)}. Nothing here was measured.", ""]
         if report.measurement:
             m = report.measurement
             lines += ["| measure | value |", "|---|---|",

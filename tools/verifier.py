@@ -118,6 +118,8 @@ class GpuVerifier:
                 return VerificationReport(candidate=candidate.label(), backend="gpu", compiled=True,
                                           resources=result.resources, feedback=feedback)
         feedback += run.feedback
+        feedback.append(Feedback(stage="sanitizer", status="not_executed",
+                                 message="not executed: the compute-sanitizer stage is not built yet"))
         return VerificationReport(candidate=candidate.label(), backend="gpu", device=run.device, compiled=True,
                                   resources=result.resources, feedback=feedback, trials=run.trials,
                                   measurement=run.measurement, baselines=run.baselines)
