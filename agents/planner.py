@@ -41,6 +41,8 @@ def _valid(kernel: str, params: dict[str, int], dtype: str) -> bool:
     vb = 4 if dtype == "fp32" else 2
     if "VW" in params and (params["VW"] * vb > 16 or (vb == 2 and params["VW"] < 2)):
         return False
+    if params.get("CVT") == 1 and dtype != "fp16":
+        return False
     if "CPL" in params and params["CPL"] * vb > 32:
         return False
     if kernel == "spmm_csr_smem_tile" and "KC" in params and params["KC"] * 32 * params["CPL"] * vb > 200 * 1024:
@@ -70,18 +72,18 @@ def offline_plan(spec: Spec) -> Plan:
     strategies: list[Strategy] = []
     if family == "csr_spmv":
         skewed = feats["row_cv"] > 1.0 or feats["max_row"] > 16 * max(feats["mean_row"], 1)
-        group = _pow2_at_most(feats["mean_row"] / 4, [2, 4, 8, 16, 32])
+        group = _pow2_at_most(feats["mean_row"] / 4, [1, 2, 4, 8, 16, 32])
         vector = Strategy(
-            kernel="spmv_csr_vector",
-            start={"GROUP": group, "UNROLL": 1, "BLOCK": 256},
-            space=_space("spmv_csr_vector", spec.dtype),
-            why=f"rows of similar length (mean {feats['mean_row']:.1f}): a group of {group} lanes per row",
+            kernel="spmv_csr_vec4",
+            start={"GROUP": group, "UNROLL": 2, "BLOCK": 256, "HINT": 1, "XL": 0},
+            space=_space("spmv_csr_vec4", spec.dtype),
+            why=f"rows of similar length (mean {feats['mean_row']:.1f}): {group} lanes per row, 4 nonzeros per 16-byte load",
         )
         split = Strategy(
-            kernel="spmv_csr_split_long",
-            start={"GROUP": min(8, max(2, group)), "UNROLL": 2, "BLOCK": 256, "LONG_ROW": 64, "CHUNK": 512},
-            space=_space("spmv_csr_split_long", spec.dtype),
-            why=f"skewed rows (max {feats['max_row']:.0f}, cv {feats['row_cv']:.2f}): long rows split across warps",
+            kernel="spmv_csr_split_vec4",
+            start={"GROUP": min(16, max(1, group)), "UNROLL": 2, "BLOCK": 256, "LONG_ROW": 64, "CHUNK": 4096, "HINT": 1},
+            space=_space("spmv_csr_split_vec4", spec.dtype),
+            why=f"skewed rows (max {feats['max_row']:.0f}, cv {feats['row_cv']:.2f}): long rows cut into warp-sized chunks",
         )
         strategies = [split, vector] if skewed else [vector, split]
     elif family == "csr_spmm":
@@ -94,10 +96,16 @@ def offline_plan(spec: Spec) -> Plan:
                 why="warp per row with 16-byte gathers of B rows: robust at any density",
             ),
             Strategy(
+                kernel="spmm_csr_rowsplit_pf",
+                start={"VW": wide, "WARPS": 4, "UNROLL": 8, "CVT": 0},
+                space=_space("spmm_csr_rowsplit_pf", spec.dtype),
+                why="row split with the next nonzeros prefetched: more gathers in flight per warp",
+            ),
+            Strategy(
                 kernel="spmm_csr_smem_tile",
-                start={"CPL": 1, "WARPS": 16, "RPW": 4, "KC": 1024 if spec.dtype == "fp32" else 1024, "UNROLL": 8},
+                start={"CPL": 1, "WARPS": 16, "RPW": 4, "KC": 1024, "UNROLL": 8},
                 space=_space("spmm_csr_smem_tile", spec.dtype),
-                why="B tiles in shared memory serve many rows: wins when density makes B rows reused",
+                why="B tiles in shared memory serve many rows: for dense-enough rows that share columns",
             ),
         ]
     strategies = [s for s in strategies if s.kernel in available]

@@ -16,18 +16,16 @@ from sparseditto.tools.families import FAMILIES
 from sparseditto.tools.runner import Launcher, device_info, rel_error
 
 CASES = [
-    ("examples/spmv_fp32_uniform.yaml", "spmv_csr_vec4", {"GROUP": 4, "UNROLL": 1, "BLOCK": 256, "HINT": 1}),
-    ("examples/spmv_fp32_uniform.yaml", "spmv_csr_vec4", {"GROUP": 2, "UNROLL": 2, "BLOCK": 256, "HINT": 0}),
-    ("examples/spmv_fp32_powerlaw.yaml", "spmv_csr_vec4", {"GROUP": 8, "UNROLL": 2, "BLOCK": 256, "HINT": 1}),
+    ("examples/spmv_fp32_uniform.yaml", "spmv_csr_vec4", {"GROUP": 4, "UNROLL": 2, "BLOCK": 256, "HINT": 1, "XL": 1}),
+    ("examples/spmv_fp32_uniform.yaml", "spmv_csr_vec4", {"GROUP": 2, "UNROLL": 2, "BLOCK": 256, "HINT": 0, "XL": 0}),
     ("examples/spmv_fp32_powerlaw.yaml", "spmv_csr_split_vec4",
-     {"GROUP": 2, "UNROLL": 2, "BLOCK": 256, "HINT": 1, "LONG_ROW": 32, "CHUNK": 2048}),
+     {"GROUP": 4, "UNROLL": 2, "BLOCK": 256, "HINT": 1, "LONG_ROW": 64, "CHUNK": 2048}),
     ("examples/spmv_fp32_powerlaw.yaml", "spmv_csr_split_vec4",
-     {"GROUP": 4, "UNROLL": 1, "BLOCK": 128, "HINT": 0, "LONG_ROW": 64, "CHUNK": 512}),
-    ("examples/spmm_fp32_1pct.yaml", "spmm_csr_rowsplit_pf", {"VW": 4, "WARPS": 4, "UNROLL": 8}),
-    ("examples/spmm_fp32_5pct.yaml", "spmm_csr_rowsplit_pf", {"VW": 8, "WARPS": 4, "UNROLL": 16}),
-    ("examples/spmm_fp16_1pct.yaml", "spmm_csr_rowsplit_pf", {"VW": 8, "WARPS": 4, "UNROLL": 16}),
-    ("examples/spmm_fp16_5pct.yaml", "spmm_csr_rowsplit_pf", {"VW": 4, "WARPS": 4, "UNROLL": 16}),
-    ("examples/spmm_fp16_5pct.yaml", "spmm_csr_rowsplit_pf", {"VW": 16, "WARPS": 4, "UNROLL": 8}),
+     {"GROUP": 2, "UNROLL": 1, "BLOCK": 128, "HINT": 0, "LONG_ROW": 32, "CHUNK": 256}),
+    ("examples/spmm_fp32_5pct.yaml", "spmm_csr_rowsplit_pf", {"VW": 8, "WARPS": 4, "UNROLL": 8, "CVT": 0}),
+    ("examples/spmm_fp16_1pct.yaml", "spmm_csr_rowsplit_pf", {"VW": 8, "WARPS": 4, "UNROLL": 16, "CVT": 1}),
+    ("examples/spmm_fp16_5pct.yaml", "spmm_csr_rowsplit_pf", {"VW": 4, "WARPS": 4, "UNROLL": 8, "CVT": 1}),
+    ("examples/spmm_fp16_5pct.yaml", "spmm_csr_rowsplit_pf", {"VW": 1, "WARPS": 4, "UNROLL": 4, "CVT": 1}),
 ]
 
 

@@ -44,7 +44,8 @@ def long_row_chunks(problem: Problem, params: dict[str, int]) -> Prepared:
 
 
 def long_row_chunk_ptr(problem: Problem, params: dict[str, int]) -> Prepared:
-    """long_row_chunks plus long_chunk_ptr: long row i owns chunks long_chunk_ptr[i] .. long_chunk_ptr[i+1]."""
+    """long_row_chunks plus long_chunk_ptr (long row i owns chunks long_chunk_ptr[i] .. long_chunk_ptr[i+1])
+    and multi_rows, the indices i of the long rows with more than one chunk (n_multi_rows of them)."""
     arrays, symbols = long_row_chunks(problem, params)
     rowptr = problem.inputs["rowptr"].astype(np.int64)
     lengths = np.diff(rowptr)
@@ -53,6 +54,9 @@ def long_row_chunk_ptr(problem: Problem, params: dict[str, int]) -> Prepared:
     ptr = np.zeros(n_long + 1, dtype=np.int64)
     np.cumsum(per_row, out=ptr[1:])
     arrays["long_chunk_ptr"] = ptr.astype(np.int32)
+    multi = np.flatnonzero(per_row > 1).astype(np.int32)
+    arrays["multi_rows"] = multi if len(multi) else np.zeros(1, np.int32)
+    symbols["n_multi_rows"] = len(multi)
     return arrays, symbols
 
 

@@ -11,11 +11,15 @@ summary: >
   parallelism: the next 32 (column, value) pairs of the row are prefetched while the current ones
   are used, UNROLL gathers of B row slices are kept in flight as raw bits (converted only at the
   FMA), and gathers for padding entries past the row end are skipped. Each lane loads VW
-  consecutive B values with 16-byte (or 8/4-byte) loads.
+  consecutive B values with 16-byte (or 8/4-byte) loads. CVT=1 (fp16 only) widens B values with
+  integer bit operations instead of cvt instructions (which run at a quarter of the FMA rate): the
+  fp16 bits are moved into an fp32 pattern worth 2^-112 times the value and the A value is
+  pre-scaled by 2^112 (exact, and at most FLT_MAX for any finite fp16), so products are unchanged.
 parameters:
   VW: [1, 2, 4, 8, 16]
   WARPS: [2, 4, 8, 16]
   UNROLL: [4, 8, 16]
+  CVT: [0, 1]
 kernels:
   - entry: spmm_csr_rowsplit_pf
     grid: ["ceil_div(M, WARPS)", "ceil_div(N, 32 * VW)", "1"]
@@ -52,6 +56,11 @@ __device__ __forceinline__ void pf_load(const value_t* __restrict__ p, pf_raw& r
 __device__ __forceinline__ float pf_get(const pf_raw& r, int v) {
 #if SD_DTYPE == 0
     return __uint_as_float(r.w[v]);
+#elif SD_DTYPE == 1 && CVT == 1
+    // fp16 (sign s, exponent e, mantissa m) -> fp32 bits (s, e, m << 13) = value * 2^-112, exact
+    // also for subnormals; the caller has scaled the other factor by 2^112.
+    const unsigned int w = (v & 1) ? r.w[v / 2] : (r.w[v / 2] << 16);
+    return __uint_as_float(((w >> 3) & 0x0fffe000u) | (w & 0x80000000u));
 #else
     return sd_to_f32((value_t)((v & 1) ? (r.w[v / 2] >> 16) : (r.w[v / 2] & 0xffffu)));
 #endif
@@ -91,7 +100,11 @@ spmm_csr_rowsplit_pf(const int* __restrict__ rowptr, const int* __restrict__ col
                 const int k = __shfl_sync(SD_FULL_MASK, my_col, src);
                 const float av = __shfl_sync(SD_FULL_MASK, my_val, src);
                 const bool live = t + u < count;
+#if SD_DTYPE == 1 && CVT == 1
+                a[u] = live ? av * 5.192296858534828e33f : 0.f;  // 2^112
+#else
                 a[u] = live ? av : 0.f;
+#endif
 #pragma unroll
                 for (int i = 0; i < PF_WORDS; ++i) b[u].w[i] = 0u;
                 if (live) {

@@ -11,7 +11,8 @@ summary: >
   One launch does both parts: its first blocks cut rows longer than LONG_ROW into chunks of CHUNK
   nonzeros, one warp per chunk, each writing its partial sum to an fp32 workspace (no atomics, no
   zeroing); the remaining blocks treat the short rows with GROUP lanes per row. A second small launch
-  sums each long row's partials with one block per long row. Needs the preparation `long_row_chunk_ptr`.
+  sums the partials of the rows longer than CHUNK (several chunks), one block per such row; a row of
+  one chunk is written directly by its warp. Needs the preparation `long_row_chunk_ptr`.
 preparation: long_row_chunk_ptr
 parameters:
   GROUP: [1, 2, 4, 8, 16]
@@ -28,16 +29,18 @@ kernels:
     block: ["BLOCK", "1", "1"]
     args: [rowptr, colind, values, x, y, partial, chunk_long_index, chunk_start, long_rows, n_long_chunks, M, nnz]
   - entry: spmv_split4_finish
-    grid: ["max(n_long_rows, 1)", "1", "1"]
+    grid: ["max(n_multi_rows, 1)", "1", "1"]
     block: ["256", "1", "1"]
-    args: [partial, long_chunk_ptr, long_rows, y, n_long_rows]
+    args: [partial, long_chunk_ptr, long_rows, multi_rows, y, n_multi_rows]
 ---*/
 // Kernel 1, blocks [0, LB) with LB = ceil(n_long_chunks * 32 / BLOCK): warp w takes chunk
 // [chunk_start[w], min(+CHUNK, row end)) of long row long_rows[chunk_long_index[w]], walks it in aligned
 // quads (lane l: quads l, l + 32, ..., UNROLL per step), reduces across the warp and stores partial[w].
 // Blocks >= LB: as spmv_csr_vec4 over all rows, skipping rows longer than LONG_ROW. Long-row chunks come
 // first in the grid so they start early and the short rows fill in behind them.
-// Kernel 2: block i sums partial[long_chunk_ptr[i] .. long_chunk_ptr[i+1]) and writes y[long_rows[i]].
+// Kernel 2: block b takes long row i = multi_rows[b] (a row of several chunks), sums
+// partial[long_chunk_ptr[i] .. long_chunk_ptr[i+1]) and writes y[long_rows[i]]. Rows of one chunk were
+// written by their warp in kernel 1 (partial is never read for them).
 template <int STRIDE>
 __device__ __forceinline__ float sd_quad_walk(const int* __restrict__ colind, const value_t* __restrict__ values,
                                               const value_t* __restrict__ x, int lo, int hi, int lane, int nnz,
@@ -85,12 +88,18 @@ spmv_split4_main(const int* __restrict__ rowptr, const int* __restrict__ colind,
         if (warp >= n_long_chunks) return;  // whole warps leave together
         const int row = __ldg(long_rows + __ldg(chunk_long_index + warp));
         const int begin = __ldg(chunk_start + warp);
-        const int end = min(begin + CHUNK, __ldg(rowptr + row + 1));
+        const int row_end = __ldg(rowptr + row + 1);
+        const int end = min(begin + CHUNK, row_end);
+        // the row's only chunk: the warp owns the whole row and writes y itself
+        const bool single = begin == __ldg(rowptr + row) && row_end - begin <= CHUNK;
         float acc = sd_quad_walk<32>(colind, values, x, begin, end, lane, nnz, pol);
 #pragma unroll
         for (int offset = 16; offset > 0; offset >>= 1)
             acc += __shfl_down_sync(SD_FULL_MASK, acc, offset);
-        if (lane == 0) partial[warp] = acc;
+        if (lane == 0) {
+            if (single) y[row] = sd_from_f32(acc);
+            else partial[warp] = acc;
+        }
         return;
     }
     const long long t = (long long)(blockIdx.x - long_blocks) * BLOCK + threadIdx.x;
@@ -110,11 +119,12 @@ spmv_split4_main(const int* __restrict__ rowptr, const int* __restrict__ colind,
 
 extern "C" __global__ void __launch_bounds__(256)
 spmv_split4_finish(const float* __restrict__ partial, const int* __restrict__ long_chunk_ptr,
-                   const int* __restrict__ long_rows, value_t* __restrict__ y, int n_long_rows)
+                   const int* __restrict__ long_rows, const int* __restrict__ multi_rows,
+                   value_t* __restrict__ y, int n_multi_rows)
 {
     __shared__ float red[8];
-    const int i = blockIdx.x;
-    if (i >= n_long_rows) return;  // the whole block leaves (also when there are no long rows)
+    if ((int)blockIdx.x >= n_multi_rows) return;  // the whole block leaves (also when there are none)
+    const int i = __ldg(multi_rows + blockIdx.x);
     const int lo = __ldg(long_chunk_ptr + i), hi = __ldg(long_chunk_ptr + i + 1);
     float acc = 0.f;
     for (int j = lo + threadIdx.x; j < hi; j += 256) acc += partial[j];

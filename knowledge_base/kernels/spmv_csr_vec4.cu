@@ -11,12 +11,14 @@ summary: >
   column indices (and one 16- or 8-byte load of values), aligned to 4 elements and masked to the row,
   so every lane has 4*UNROLL independent gathers of x in flight. The matrix is streamed (no L1
   allocation; HINT=1 adds an L2 evict-first policy so x stays in L2). Best for rows of similar
-  length: pick GROUP*4*UNROLL near the typical row length.
+  length: pick GROUP*4*UNROLL near the typical row length. XL selects the x gather: 0 through the
+  read-only path with L1 allocation, 1 cached in L2 only (ld.global.cg).
 parameters:
   GROUP: [1, 2, 4, 8, 16, 32]
   UNROLL: [1, 2, 4]
   BLOCK: [128, 256, 512]
   HINT: [0, 1]
+  XL: [0, 1]
 kernels:
   - entry: spmv_csr_vec4
     grid: ["ceil_div(M * GROUP, BLOCK)", "1", "1"]
@@ -59,7 +61,7 @@ spmv_csr_vec4(const int* __restrict__ rowptr, const int* __restrict__ colind,
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u)
 #pragma unroll
-            for (int e = 0; e < 4; ++e) xv[u][e] = c[u][e] >= 0 ? sd_to_f32(__ldg(x + c[u][e])) : 0.f;
+            for (int e = 0; e < 4; ++e) xv[u][e] = c[u][e] >= 0 ? sd_to_f32(XL ? __ldcg(x + c[u][e]) : __ldg(x + c[u][e])) : 0.f;
 #pragma unroll
         for (int u = 0; u < UNROLL; ++u)
 #pragma unroll
