@@ -13,30 +13,17 @@ from sparseditto.tools.compiler import DTYPE_CODES
 from sparseditto.tools.contract import KernelCandidate
 from sparseditto.tools.results import VerificationReport
 
-_PREPARATION_CODE = {
-    None: "def prepare(rowptr, colind, values):\n    return {}, {}\n",
-    "packed_pairs": (
-        "def prepare(rowptr, colind, values):\n"
-        "    \"\"\"(column, fp32 value bits) pairs, one 8-byte load per nonzero.\"\"\"\n"
-        "    vals = values.astype(cp.float32) if DTYPE != 'bf16' else (values.astype(cp.uint32) << 16).view(cp.float32)\n"
-        "    pairs = cp.stack([colind.astype(cp.int32), vals.view(cp.int32)], axis=1)\n"
-        "    return {'pairs': cp.ascontiguousarray(pairs)}, {}\n"
-    ),
-    "long_row_chunks": (
-        "def prepare(rowptr, colind, values):\n"
-        "    \"\"\"Rows longer than LONG_ROW cut into CHUNK-sized pieces (row index and start per piece).\"\"\"\n"
-        "    rp = cp.asnumpy(rowptr).astype(np.int64)\n"
-        "    lengths = np.diff(rp)\n"
-        "    long_rows = np.flatnonzero(lengths > PARAMS['LONG_ROW']).astype(np.int32)\n"
-        "    per_row = -(-lengths[long_rows] // PARAMS['CHUNK'])\n"
-        "    index = np.repeat(np.arange(len(long_rows), dtype=np.int32), per_row)\n"
-        "    within = np.arange(int(per_row.sum())) - np.repeat(np.cumsum(per_row) - per_row, per_row)\n"
-        "    start = (np.repeat(rp[long_rows], per_row) + within * PARAMS['CHUNK']).astype(np.int32)\n"
-        "    pad = lambda a: cp.asarray(a if len(a) else np.zeros(1, np.int32))\n"
-        "    return ({'long_rows': pad(long_rows), 'chunk_long_index': pad(index), 'chunk_start': pad(start)},\n"
-        "            {'n_long_rows': len(long_rows), 'n_long_chunks': len(start)})\n"
-    ),
-}
+_PREPARE_NONE = "def prepare(rowptr, colind, values):\n    return {}, {}\n"
+_PREPARE_WITH_LIBRARY = (
+    "def prepare(rowptr, colind, values):\n"
+    "    \"\"\"The one-time format preparation {name!r}, done by the installed sparseditto package.\"\"\"\n"
+    "    from sparseditto.tools.families.base import Problem\n"
+    "    from sparseditto.tools.preparations import PREPARATIONS\n"
+    "    host = {{'rowptr': cp.asnumpy(rowptr), 'colind': cp.asnumpy(colind), 'values': cp.asnumpy(values)}}\n"
+    "    problem = Problem(dtype=DTYPE, symbols={{}}, inputs=host, output_name='', output_shape=())\n"
+    "    arrays, symbols = PREPARATIONS[{name!r}](problem, PARAMS)\n"
+    "    return {{k: cp.asarray(v) for k, v in arrays.items()}}, symbols\n"
+)
 
 
 def _python_expr(expr: str) -> str:
@@ -94,7 +81,7 @@ LAUNCHES = [
 WORKSPACE = {{{workspace}}}
 
 
-{_PREPARATION_CODE[candidate.preparation]}
+{_PREPARE_WITH_LIBRARY.format(name=candidate.preparation) if candidate.preparation else _PREPARE_NONE}
 
 _module = None
 

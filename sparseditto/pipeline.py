@@ -116,7 +116,8 @@ def resume(
     """Answer a run waiting at the approval gate: "approve", "abort" or "extend N"."""
     if isinstance(answer, str):
         action, _, n = answer.strip().partition(" ")
-        if action not in {"approve", "abort", "extend"} or (action == "extend" and not n.strip().isdigit()):
+        valid = (action in {"approve", "abort"} and not n.strip()) or (action == "extend" and n.strip().isdigit() and int(n) > 0)
+        if not valid:
             raise ResumeError(f"answer {answer!r}: allowed: approve, abort, extend N (N a positive integer)")
         answer = {"action": action, "iterations": int(n) if n.strip() else 0}
     if not Path(runs_dir, "checkpoints.sqlite").exists():

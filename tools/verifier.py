@@ -22,6 +22,8 @@ from sparseditto.tools.compiler import DTYPE_CODES, CompileResult, compile_sourc
 from sparseditto.tools.contract import KernelCandidate
 from sparseditto.tools.expr import ExpressionError
 from sparseditto.tools.families import FAMILIES
+from sparseditto.tools.families.base import VALUE_BYTES
+from sparseditto.tools.preparations import PREPARATIONS
 from sparseditto.tools.results import NOT_EXECUTED_NO_GPU, Feedback, VerificationReport
 from sparseditto.tools.runner import RunJob, RunResult
 
@@ -49,9 +51,11 @@ def compile_candidate(candidate: KernelCandidate, spec: Spec, arch: str) -> tupl
 
 
 def check_geometry(candidate: KernelCandidate, spec: Spec) -> Feedback | None:
-    """Launch expressions must evaluate on the spec's symbols (a cheap check before any GPU work)."""
-    symbols = {**FAMILIES[spec.family].symbols(spec), "value_bytes": 4 if spec.dtype == "fp32" else 2, "num_sms": 132,
-               "n_long_rows": 1, "n_long_chunks": 1}
+    """Launch expressions must evaluate: checked on a tiny instance, its preparation included."""
+    family = FAMILIES[spec.family]
+    tiny = family.make_problem(spec, seed=0, shape={"M": 64, "K": 64, "N": min(spec.N, 8)})
+    extra = PREPARATIONS[candidate.preparation](tiny, candidate.parameters)[1] if candidate.preparation else {}
+    symbols = {**family.symbols(spec), **extra, "value_bytes": VALUE_BYTES[spec.dtype], "num_sms": 132}
     try:
         geos = candidate.geometry(symbols)
     except (ExpressionError, ValueError) as exc:
