@@ -1,0 +1,61 @@
+"""The offline planner: strategies from the matrix's features, starts inside valid search spaces."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparseditto.agents.planner import is_valid_choice, offline_plan
+from sparseditto.knowledge_base.library import get_kernel
+from sparseditto.spec import parse_spec
+
+
+def spmv(distribution, dtype="fp32"):
+    return parse_spec({"operation": "spmv", "pattern": {"distribution": distribution, "nnz_per_row": 16},
+                       "M": 20000, "K": 20000, "dtype": dtype})
+
+
+def spmm(dtype="fp32"):
+    return parse_spec({"operation": "spmm", "pattern": {"density": 0.02}, "M": 1024, "K": 1024, "N": 64, "dtype": dtype})
+
+
+@pytest.mark.parametrize("spec", [spmv("uniform"), spmv("power_law", "bf16"), spmm("fp32"), spmm("fp16")],
+                         ids=["spmv-uniform", "spmv-powerlaw-bf16", "spmm-fp32", "spmm-fp16"])
+def test_strategies_start_inside_valid_spaces(spec):
+    plan = offline_plan(spec)
+    assert plan.family == spec.family
+    assert len(plan.strategies) >= 2
+    assert plan.acceptance.target_speedup > plan.acceptance.min_speedup >= 1.0
+    for s in plan.strategies:
+        kernel = get_kernel(s.kernel)
+        assert kernel.family == spec.family and spec.dtype in kernel.dtypes
+        assert set(s.start) == set(kernel.parameters)
+        for name, value in s.start.items():
+            assert value in s.space[name], (s.kernel, name)
+            assert set(s.space[name]) <= set(kernel.parameters[name])
+        assert is_valid_choice(s.kernel, s.start, spec.dtype)
+        kernel.instantiate(s.start)
+
+
+def test_features_describe_the_matrix():
+    feats = offline_plan(spmm()).features
+    assert (feats["rows"], feats["cols"]) == (1024, 1024)
+    assert feats["nnz"] == pytest.approx(0.02 * 1024 * 1024, rel=0.01)
+    assert feats["mean_row"] == pytest.approx(20.48, rel=0.05)
+
+
+def test_skewed_rows_lead_with_the_skewed_strategy():
+    skewed = offline_plan(spmv("power_law"))
+    assert skewed.features["row_cv"] > 1.0 or skewed.features["max_row"] > 16 * 16
+    assert get_kernel(skewed.strategies[0].kernel).strategy == "skewed"
+    even = offline_plan(spmv("uniform"))
+    assert even.features["row_cv"] == 0.0
+    assert get_kernel(even.strategies[0].kernel).strategy != "skewed"
+
+
+def test_sixteen_bit_spaces_drop_vector_widths_over_16_bytes():
+    for s in offline_plan(spmm("fp32")).strategies:
+        if "VW" in s.space:
+            assert max(s.space["VW"]) * 4 <= 16
+    for s in offline_plan(spmm("bf16")).strategies:
+        if "VW" in s.space:
+            assert max(s.space["VW"]) * 2 <= 16

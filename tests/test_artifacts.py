@@ -1,0 +1,99 @@
+"""A run's artifacts for every reference kernel: kernel.cu builds on its own, and launch.py prepares the
+inputs and launches the kernels exactly as the harness that validated them did."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sparseditto.artifacts import kernel_source, launcher_source
+from sparseditto.knowledge_base.library import reference_kernels
+from sparseditto.spec import parse_spec
+from sparseditto.tools.compiler import compile_source
+from sparseditto.tools.families import FAMILIES
+from sparseditto.tools.preparations import PREPARATIONS
+
+from kernel_params import starting_params
+
+NUM_SMS = 132
+
+
+def problem_spec(family: str, dtype: str):
+    if family == "csr_spmv":  # heavy-tailed rows, so that the long-row preparations have work to do
+        return parse_spec({"operation": "spmv", "pattern": {"distribution": "power_law", "nnz_per_row": 16,
+                                                              "power_law_exponent": 2.1},
+                           "M": 3000, "K": 3000, "dtype": dtype})
+    return parse_spec({"operation": "spmm", "pattern": {"density": 0.03}, "M": 300, "K": 280, "N": 40, "dtype": dtype})
+
+
+class NumpyAsCupy:
+    """Stands in for cupy inside launch.py's host code, so that it runs without a GPU."""
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+    @staticmethod
+    def asnumpy(a):
+        return np.asarray(a)
+
+
+def load_launcher(folder: Path, candidate, spec) -> dict:
+    (folder / "kernel.cu").write_text(kernel_source(candidate, spec.dtype))
+    path = folder / "launch.py"
+    path.write_text(launcher_source(candidate, spec, "sm_90"))
+    namespace = {"__file__": str(path), "__name__": "launch"}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)
+    namespace["cp"] = NumpyAsCupy()
+    return namespace
+
+
+CASES = [pytest.param(k, d, id=f"{k.name}-{d}") for k in reference_kernels() for d in k.dtypes]
+
+
+@pytest.mark.parametrize(("kernel", "dtype"), CASES)
+def test_kernel_cu_builds_on_its_own(kernel, dtype):
+    candidate = kernel.instantiate(starting_params(kernel, dtype))
+    text = kernel_source(candidate, dtype)
+    for name, value in candidate.parameters.items():
+        assert f"#define {name} {value}" in text
+    result = compile_source(text, "sm_90", [])  # no -D options: the file carries its parameters
+    assert result.ok, result.log[-2000:]
+    assert {launch.entry for launch in kernel.kernels} <= set(result.resources)
+
+
+@pytest.mark.parametrize(("kernel", "dtype"), CASES)
+def test_launch_py_matches_the_harness(kernel, dtype, tmp_path):
+    spec = problem_spec(kernel.family, dtype)
+    candidate = kernel.instantiate(starting_params(kernel, dtype))
+    launch = load_launcher(tmp_path, candidate, spec)
+    assert launch["PARAMS"] == candidate.parameters
+    assert launch["DTYPE"] == dtype
+
+    family = FAMILIES[kernel.family]
+    problem = family.make_problem(spec, seed=5)
+    inputs = problem.inputs
+    arrays, extra = launch["prepare"](inputs["rowptr"], inputs["colind"], inputs["values"])
+    expected_arrays, expected_extra = (PREPARATIONS[candidate.preparation](problem, candidate.parameters)
+                                       if candidate.preparation else ({}, {}))
+    assert set(arrays) == set(expected_arrays)
+    for name, array in expected_arrays.items():
+        assert np.array_equal(np.asarray(arrays[name]), array), name
+    assert extra == expected_extra
+
+    symbols = {**problem.symbols, **expected_extra, "value_bytes": inputs["values"].dtype.itemsize, "num_sms": NUM_SMS}
+    s = {**symbols, **launch["PARAMS"], **extra}
+    operand, out = ("x", "y") if kernel.family == "csr_spmv" else ("B", "C")
+    buffers = {"rowptr", "colind", "values", operand, out, *arrays, *launch["WORKSPACE"]}
+    launches = launch["LAUNCHES"]
+    geometry = candidate.geometry(symbols)
+    assert [entry for entry, *_ in launches] == [g.entry for g in geometry]
+    for (entry, grid, block, smem, args), geo in zip(launches, geometry):
+        assert tuple(grid(s)) == geo.grid, entry
+        assert tuple(block(s)) == geo.block, entry
+        assert smem(s) == geo.shared_bytes, entry
+        missing = [a for a in args if a not in buffers and a not in s]
+        assert not missing, f"{entry}: launch.py cannot bind {missing}"
+    for name, (kind, size) in launch["WORKSPACE"].items():
+        assert size(s) == candidate.workspace_sizes(symbols)[name]

@@ -1,0 +1,69 @@
+"""NVRTC compilation (no GPU needed) and parsing of ptxas's resource report."""
+
+from __future__ import annotations
+
+from sparseditto.tools.compiler import compile_source, nvrtc_available, parse_ptxas
+
+# recorded from compile_source(..., "sm_80", ...) on two kernels, one of them spilling
+RECORDED_LOG = """\
+ptxas info    : 0 bytes gmem
+ptxas info    : Compiling entry function 'spmm_csr_smem_tile' for 'sm_80'
+ptxas info    : Function properties for spmm_csr_smem_tile
+ptxas         .     8 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads
+ptxas info    : Used 64 registers, used 1 barriers, 8 bytes cumulative stack size, 396 bytes cmem[0]
+ptxas info    : Compile time = 34.514 ms
+ptxas info    : Compiling entry function 'tile_copy' for 'sm_80'
+ptxas info    : Function properties for tile_copy
+ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 10 registers, used 1 barriers, 384 bytes smem, 372 bytes cmem[0]
+ptxas info    : Compile time = 1.092 ms
+"""
+
+
+def test_parse_ptxas_reads_each_entry_point():
+    res = parse_ptxas(RECORDED_LOG)
+    assert set(res) == {"spmm_csr_smem_tile", "tile_copy"}
+    tile = res["spmm_csr_smem_tile"]
+    assert (tile.registers, tile.shared_bytes, tile.stack_bytes, tile.spill_stores, tile.spill_loads) == (64, 0, 8, 8, 12)
+    copy = res["tile_copy"]
+    assert (copy.registers, copy.shared_bytes, copy.stack_bytes, copy.spill_stores, copy.spill_loads) == (10, 384, 0, 0, 0)
+
+
+def test_parse_ptxas_ignores_lines_before_any_entry_and_empty_logs():
+    assert parse_ptxas("ptxas info    : 0 bytes gmem\nptxas info    : Used 12 registers\n") == {}
+    assert parse_ptxas("") == {}
+
+
+def test_nvrtc_is_available():
+    assert nvrtc_available() is not None
+
+
+def test_compile_source_reports_resources_and_a_cubin():
+    src = ('extern "C" __global__ void scale(float* a, int n) {\n'
+           '  __shared__ float s[64];\n'
+           '  int i = blockIdx.x * blockDim.x + threadIdx.x;\n'
+           '  s[threadIdx.x % 64] = i < n ? a[i] : 0.f;\n'
+           '  __syncthreads();\n'
+           '  if (i < n) a[i] = 2.f * s[(threadIdx.x + 1) % 64];\n'
+           '}\n')
+    result = compile_source(src, "sm_90", [])
+    assert result.ok
+    assert result.cubin
+    assert result.arch == "sm_90"
+    assert "--gpu-architecture=sm_90" in result.options
+    assert result.resources["scale"].registers > 0
+    assert result.resources["scale"].shared_bytes == 256
+
+
+def test_compile_error_is_a_result_not_an_exception():
+    result = compile_source('extern "C" __global__ void k(float* a) { a[0] = undefined_thing; }', "sm_90", [])
+    assert not result.ok
+    assert result.cubin is None
+    assert result.resources == {}
+    assert "undefined_thing" in result.log
+
+
+def test_defines_reach_the_source():
+    src = 'extern "C" __global__ void k(float* a) { static_assert(TILE == 48, "TILE"); a[0] = TILE; }'
+    assert compile_source(src, "sm_80", ["-DTILE=48"]).ok
+    assert not compile_source(src, "sm_80", ["-DTILE=16"]).ok

@@ -1,0 +1,123 @@
+"""Problem families: inputs in storage types, exact references, held-out shapes, bf16 rounding."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sparseditto.spec import parse_spec
+from sparseditto.tools.families import FAMILIES
+from sparseditto.tools.families.base import to_float64, to_storage
+
+
+def spec_for(operation, dtype, **extra):
+    base = {"operation": operation, "pattern": {"distribution": "uniform", "nnz_per_row": 3}, "M": 17, "K": 13, "dtype": dtype}
+    if operation == "spmm":
+        base["N"] = 5
+    return parse_spec({**base, **extra})
+
+
+def dense_from_inputs(inputs, dtype, M, K):
+    """A dense float64 copy of the CSR inputs, built element by element."""
+    A = np.zeros((M, K))
+    rowptr, colind = inputs["rowptr"], inputs["colind"]
+    values = to_float64(inputs["values"], dtype)
+    for r in range(M):
+        for j in range(rowptr[r], rowptr[r + 1]):
+            A[r, colind[j]] += values[j]
+    return A
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
+def test_spmm_reference_equals_the_dense_product(dtype):
+    spec = spec_for("spmm", dtype)
+    family = FAMILIES["csr_spmm"]
+    problem = family.make_problem(spec, seed=7)
+    assert problem.output_name == "C" and problem.output_shape == (17, 5)
+    A = dense_from_inputs(problem.inputs, dtype, 17, 13)
+    B = to_float64(problem.inputs["B"], dtype)
+    assert B.shape == (13, 5)
+    ref = family.reference(problem)
+    assert ref.shape == (17, 5)
+    np.testing.assert_allclose(ref, A @ B, rtol=1e-12, atol=1e-12)
+    assert np.abs(ref).sum() > 0
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
+def test_spmv_reference_equals_the_dense_product(dtype):
+    spec = spec_for("spmv", dtype)
+    family = FAMILIES["csr_spmv"]
+    problem = family.make_problem(spec, seed=11)
+    assert problem.output_name == "y" and problem.output_shape == (17,)
+    A = dense_from_inputs(problem.inputs, dtype, 17, 13)
+    x = to_float64(problem.inputs["x"], dtype)
+    np.testing.assert_allclose(family.reference(problem), A @ x, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize(("dtype", "storage"), [("fp32", np.float32), ("fp16", np.float16), ("bf16", np.uint16)])
+def test_inputs_come_in_storage_types(dtype, storage):
+    problem = FAMILIES["csr_spmm"].make_problem(spec_for("spmm", dtype), seed=0)
+    assert problem.inputs["rowptr"].dtype == np.int32
+    assert problem.inputs["colind"].dtype == np.int32
+    assert problem.inputs["values"].dtype == storage
+    assert problem.inputs["B"].dtype == storage
+
+
+def test_fresh_seeds_give_fresh_inputs_and_the_same_seed_the_same():
+    family = FAMILIES["csr_spmm"]
+    spec = spec_for("spmm", "fp32")
+    a, b, c = (family.make_problem(spec, seed=s) for s in (1, 1, 2))
+    assert np.array_equal(a.inputs["values"], b.inputs["values"])
+    assert np.array_equal(a.inputs["B"], b.inputs["B"])
+    assert not np.array_equal(a.inputs["B"], c.inputs["B"])
+
+
+@pytest.mark.parametrize("family_name", ["csr_spmm", "csr_spmv"])
+def test_held_out_shapes_differ_from_the_main_shape(family_name, examples_dir):
+    from sparseditto.spec import load_spec
+
+    for path in sorted(examples_dir.glob("*.yaml")):
+        spec = load_spec(path)
+        if spec.family != family_name:
+            continue
+        family = FAMILIES[family_name]
+        main = family.symbols(spec)
+        shapes = family.held_out_shapes(spec)
+        assert shapes, path.name
+        for shape in shapes:
+            for dim in ("M", "K", "N") if family_name == "csr_spmm" else ("M", "K"):
+                assert shape[dim] != main[dim], (path.name, dim)
+                assert shape[dim] >= 1
+
+
+def test_held_out_problem_has_the_held_out_shape():
+    spec = parse_spec({"operation": "spmm", "pattern": {"density": 0.05}, "M": 64, "K": 64, "N": 32})
+    family = FAMILIES["csr_spmm"]
+    (shape,) = family.held_out_shapes(spec)
+    problem = family.make_problem(spec, seed=3, shape=shape)
+    assert problem.output_shape == (shape["M"], shape["N"])
+    assert problem.inputs["B"].shape == (shape["K"], shape["N"])
+    assert len(problem.inputs["rowptr"]) == shape["M"] + 1
+    assert problem.inputs["colind"].max() < shape["K"]
+
+
+def test_bf16_storage_rounds_to_nearest_even():
+    values = np.array([1.0, 1.0 + 2.0**-8, 1.0 + 3 * 2.0**-8, -2.5, 0.0], dtype=np.float32)
+    bits = to_storage(values, "bf16")
+    assert bits.dtype == np.uint16
+    assert bits.tolist() == [0x3F80, 0x3F80, 0x3F82, 0xC020, 0x0000]
+    assert to_float64(bits, "bf16").tolist() == [1.0, 1.0, 1.0 + 2.0**-6, -2.5, 0.0]
+
+
+def test_tolerances_are_looser_for_narrower_types():
+    for family in FAMILIES.values():
+        tol = {d: family.tolerance(d) for d in ("fp32", "fp16", "bf16")}
+        assert tol["fp32"] < tol["fp16"] < tol["bf16"] < 0.1
+
+
+def test_min_bytes_and_flops_count_each_operand_once():
+    fam = FAMILIES["csr_spmm"]
+    s = {"M": 100, "K": 50, "N": 8, "nnz": 400}
+    assert fam.flops(s) == 2 * 400 * 8
+    assert fam.min_bytes(s, "fp32") == 4 * 101 + 400 * 8 + (50 + 100) * 8 * 4
+    assert fam.min_bytes(s, "fp16") == 4 * 101 + 400 * 6 + (50 + 100) * 8 * 2

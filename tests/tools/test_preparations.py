@@ -1,0 +1,92 @@
+"""One-time format preparations: long-row chunks cover every long row exactly, packed pairs round-trip."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sparseditto.tools.families.base import Problem, to_float64, to_storage
+from sparseditto.tools.preparations import PREPARATIONS, long_row_chunks, packed_pairs
+
+
+def csr_problem(lengths, dtype="fp32", seed=0):
+    rng = np.random.default_rng(seed)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    K = int(max(lengths.max(), 1))
+    rowptr = np.zeros(len(lengths) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=rowptr[1:])
+    nnz = int(rowptr[-1])
+    colind = np.concatenate([np.sort(rng.choice(K, size=n, replace=False)) for n in lengths]).astype(np.int32)
+    values = to_storage(rng.uniform(-1, 1, size=nnz).astype(np.float32), dtype)
+    return Problem(dtype=dtype, symbols={"M": len(lengths), "K": K, "N": 1, "nnz": nnz},
+                   inputs={"rowptr": rowptr, "colind": colind, "values": values, "x": np.ones(K, np.float32)},
+                   output_name="y", output_shape=(len(lengths),))
+
+
+LENGTHS = [3, 100, 0, 1000, 65, 64, 129, 7]
+
+
+@pytest.mark.parametrize(("long_row", "chunk"), [(64, 64), (64, 512), (32, 100), (128, 256)])
+def test_long_row_chunks_cover_each_long_row_exactly(long_row, chunk):
+    problem = csr_problem(LENGTHS)
+    rowptr = problem.inputs["rowptr"]
+    arrays, symbols = long_row_chunks(problem, {"LONG_ROW": long_row, "CHUNK": chunk})
+
+    expected_long = [i for i, n in enumerate(LENGTHS) if n > long_row]
+    assert symbols["n_long_rows"] == len(expected_long)
+    assert arrays["long_rows"][: len(expected_long)].tolist() == expected_long
+    n_chunks = symbols["n_long_chunks"]
+    assert n_chunks == sum(-(-LENGTHS[r] // chunk) for r in expected_long)
+
+    index = arrays["chunk_long_index"][:n_chunks]
+    start = arrays["chunk_start"][:n_chunks]
+    for i, row in enumerate(expected_long):
+        begin, end = int(rowptr[row]), int(rowptr[row + 1])
+        covered = []
+        for s in sorted(start[index == i].tolist()):
+            covered.extend(range(s, min(s + chunk, end)))
+        assert covered == list(range(begin, end)), f"row {row}"
+    for arr in arrays.values():
+        assert arr.dtype == np.int32
+
+
+def test_long_row_chunks_without_long_rows_pads_arrays():
+    problem = csr_problem([3, 5, 2])
+    arrays, symbols = long_row_chunks(problem, {"LONG_ROW": 64, "CHUNK": 256})
+    assert symbols == {"n_long_rows": 0, "n_long_chunks": 0}
+    # kernels still get a valid (one-element) buffer for each array
+    assert all(len(a) == 1 for a in arrays.values())
+
+
+@pytest.mark.skipif("long_row_chunk_ptr" not in PREPARATIONS, reason="no long_row_chunk_ptr preparation")
+def test_long_row_chunk_ptr_gives_each_long_row_its_chunks():
+    problem = csr_problem(LENGTHS)
+    arrays, symbols = PREPARATIONS["long_row_chunk_ptr"](problem, {"LONG_ROW": 64, "CHUNK": 64})
+    ptr = arrays["long_chunk_ptr"]
+    n_long = symbols["n_long_rows"]
+    assert len(ptr) == n_long + 1
+    assert ptr[0] == 0 and ptr[-1] == symbols["n_long_chunks"]
+    index = arrays["chunk_long_index"]
+    for i in range(n_long):
+        assert (index[ptr[i]:ptr[i + 1]] == i).all()
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
+def test_packed_pairs_round_trip_column_and_value(dtype):
+    problem = csr_problem([5, 0, 9, 1], dtype=dtype, seed=4)
+    arrays, symbols = packed_pairs(problem, {})
+    pairs = arrays["pairs"]
+    assert symbols == {}
+    assert pairs.shape == (problem.symbols["nnz"], 2)
+    assert pairs.dtype == np.int32
+    assert np.array_equal(pairs[:, 0], problem.inputs["colind"])
+    values = np.ascontiguousarray(pairs[:, 1]).view(np.float32)
+    assert np.array_equal(values.astype(np.float64), to_float64(problem.inputs["values"], dtype))
+
+
+def test_every_preparation_named_by_a_reference_kernel_exists():
+    from sparseditto.knowledge_base.library import reference_kernels
+
+    for kernel in reference_kernels():
+        if kernel.preparation:
+            assert kernel.preparation in PREPARATIONS, kernel.name

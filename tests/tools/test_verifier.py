@@ -1,0 +1,98 @@
+"""The compile-only backend: compiles, keeps ptxas's report, and never reports a GPU stage as passed."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparseditto.knowledge_base.library import get_kernel, prelude
+from sparseditto.tools.contract import KernelCandidate, KernelLaunch
+from sparseditto.tools.results import NOT_EXECUTED_NO_GPU
+from sparseditto.tools.verifier import CompileOnlyVerifier, GpuVerifier, make_verifier
+
+GPU_STAGES = ("correctness", "sanitizer", "benchmark")
+
+
+def rowsplit():
+    return get_kernel("spmm_csr_rowsplit").instantiate({"VW": 4, "WARPS": 4, "UNROLL": 8})
+
+
+def hand_made(body: str, block: str = "256") -> KernelCandidate:
+    return KernelCandidate(
+        name="hand_made", family="csr_spmm", source=prelude() + body,
+        kernels=[KernelLaunch(entry="k", grid=("ceil_div(M * N, 256)", "1", "1"), block=(block, "1", "1"),
+                              args=("rowptr", "colind", "values", "B", "C", "M", "N"))],
+    )
+
+
+def test_compile_only_reports_gpu_stages_as_not_executed(tiny_spmm):
+    report = CompileOnlyVerifier().verify(rowsplit(), tiny_spmm)
+    assert report.backend == "compile_only"
+    assert report.compiled
+    assert report.stage("compile").status == "passed"
+    assert report.resources["spmm_csr_rowsplit"].registers > 0
+    for stage in GPU_STAGES:
+        fb = report.stage(stage)
+        assert fb is not None, stage
+        assert fb.status == "not_executed"
+        assert fb.message == NOT_EXECUTED_NO_GPU
+    assert not any(f.status == "passed" for f in report.feedback if f.stage != "compile")
+    assert not report.correct
+    assert report.measurement is None and report.trials == [] and report.baselines == []
+
+
+def test_compile_only_uses_the_spec_arch(tiny_spmm):
+    spec = tiny_spmm.model_copy(update={"arch": "sm_80"})
+    report = CompileOnlyVerifier(arch="sm_90").verify(rowsplit(), spec)
+    assert "sm_80" in report.stage("compile").message
+
+
+def test_compile_error_is_a_failed_compile_stage(tiny_spmm):
+    bad = hand_made('extern "C" __global__ void k(const int* rowptr) { this is not C++; }')
+    report = CompileOnlyVerifier().verify(bad, tiny_spmm)
+    assert not report.compiled
+    fb = report.stage("compile")
+    assert fb.status == "failed"
+    assert fb.error_type == "compile_error"
+    assert "error" in fb.message
+    assert "\n" not in fb.message
+    assert "log" in fb.evidence
+    assert not any(f.status in {"passed", "not_executed"} for f in report.feedback if f.stage in GPU_STAGES)
+    assert not report.correct
+
+
+def test_launch_geometry_is_checked_without_a_gpu(tiny_spmm):
+    body = ('extern "C" __global__ void k(const int* rowptr, const int* colind, const value_t* values,'
+            ' const value_t* B, value_t* C, int M, int N) {}')
+    report = CompileOnlyVerifier().verify(hand_made(body, block="2048"), tiny_spmm)
+    assert report.compiled
+    fb = report.stage("launch")
+    assert fb.status == "failed" and fb.error_type == "invalid_launch"
+    assert not report.correct
+
+
+def test_too_much_shared_memory_is_an_invalid_launch(tiny_spmm):
+    kernel = get_kernel("spmm_csr_smem_tile")
+    big = kernel.instantiate({"CPL": 8, "WARPS": 4, "RPW": 1, "KC": 1024, "UNROLL": 2})  # 1024*32*8*4 = 1 MiB
+    report = CompileOnlyVerifier().verify(big, tiny_spmm)
+    fb = report.stage("launch")
+    assert fb is not None and fb.status == "failed" and fb.error_type == "invalid_launch"
+    assert "shared memory" in fb.message
+
+
+def test_forced_compile_only_verifier():
+    verifier = make_verifier("sm_80", force_compile_only=True)
+    assert isinstance(verifier, CompileOnlyVerifier)
+    assert verifier.backend == "compile_only"
+    assert verifier.arch == "sm_80"
+
+
+def test_default_verifier_matches_the_machine(machine_has_gpu):
+    verifier = make_verifier()
+    assert isinstance(verifier, GpuVerifier if machine_has_gpu else CompileOnlyVerifier)
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_sixteen_bit_candidates_compile(tiny_spmm, dtype):
+    spec = tiny_spmm.model_copy(update={"dtype": dtype})
+    report = CompileOnlyVerifier().verify(get_kernel("spmm_csr_rowsplit").instantiate({"VW": 8, "WARPS": 4, "UNROLL": 4}), spec)
+    assert report.compiled and report.stage("compile").status == "passed"
