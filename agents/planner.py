@@ -41,8 +41,6 @@ def _valid(kernel: str, params: dict[str, int], dtype: str) -> bool:
     vb = 4 if dtype == "fp32" else 2
     if "VW" in params and (params["VW"] * vb > 16 or (vb == 2 and params["VW"] < 2)):
         return False
-    if params.get("CVT") == 1 and dtype != "fp16":
-        return False
     if "CPL" in params and params["CPL"] * vb > 32:
         return False
     if kernel == "spmm_csr_smem_tile" and "KC" in params and params["KC"] * 32 * params["CPL"] * vb > 200 * 1024:
@@ -96,16 +94,10 @@ def offline_plan(spec: Spec) -> Plan:
                 why="warp per row with 16-byte gathers of B rows: robust at any density",
             ),
             Strategy(
-                kernel="spmm_csr_rowsplit_pf",
-                start={"VW": wide, "WARPS": 4, "UNROLL": 8, "CVT": 0},
-                space=_space("spmm_csr_rowsplit_pf", spec.dtype),
-                why="row split with the next nonzeros prefetched: more gathers in flight per warp",
-            ),
-            Strategy(
                 kernel="spmm_csr_smem_tile",
                 start={"CPL": 1, "WARPS": 16, "RPW": 4, "KC": 1024, "UNROLL": 8},
                 space=_space("spmm_csr_smem_tile", spec.dtype),
-                why="B tiles in shared memory serve many rows: for dense-enough rows that share columns",
+                why="B tiles in shared memory instead of L2 gathers: the alternative when row-split is gather-bound",
             ),
         ]
     strategies = [s for s in strategies if s.kernel in available]

@@ -34,12 +34,10 @@ def variants(spec) -> list[tuple[str, dict[str, int]]]:
     if spec.family == "csr_spmv":
         skewed = getattr(spec.pattern, "distribution", "") == "power_law"
         if not skewed:
-            out.append(("spmv_csr_vector", {"GROUP": 4, "UNROLL": 1, "BLOCK": 256}))
             for g, u, h, xl in ((4, 2, 1, 0), (4, 2, 1, 1), (4, 1, 1, 0), (4, 1, 1, 1), (4, 2, 0, 0), (8, 1, 1, 0)):
                 out.append(("spmv_csr_vec4", {"GROUP": g, "UNROLL": u, "BLOCK": 256, "HINT": h, "XL": xl}))
             out.append(("spmv_csr_vec4", {"GROUP": 4, "UNROLL": 2, "BLOCK": 512, "HINT": 1, "XL": 0}))
         else:
-            out.append(("spmv_csr_split_long", {"GROUP": 8, "UNROLL": 2, "BLOCK": 256, "LONG_ROW": 64, "CHUNK": 512}))
             for g, lr, ch in ((4, 64, 2048), (4, 64, 512), (4, 128, 2048), (4, 256, 2048), (8, 64, 2048),
                               (2, 64, 2048), (4, 64, 4096), (4, 32, 2048)):
                 out.append(("spmv_csr_split_vec4", {"GROUP": g, "UNROLL": 2, "BLOCK": 256, "HINT": 1, "LONG_ROW": lr, "CHUNK": ch}))
@@ -47,13 +45,10 @@ def variants(spec) -> list[tuple[str, dict[str, int]]]:
     if spec.dtype == "fp32":
         for vw, w, u in ((4, 4, 8), (4, 4, 4), (4, 8, 8)):
             out.append(("spmm_csr_rowsplit", {"VW": vw, "WARPS": w, "UNROLL": u}))
-        for vw, u in ((4, 8), (8, 8)):
-            out.append(("spmm_csr_rowsplit_pf", {"VW": vw, "WARPS": 4, "UNROLL": u, "CVT": 0}))
     else:
         out.append(("spmm_csr_rowsplit", {"VW": 8, "WARPS": 4, "UNROLL": 4}))
         out.append(("spmm_csr_rowsplit", {"VW": 8, "WARPS": 4, "UNROLL": 8}))
-        for vw, u in ((8, 8), (8, 16), (4, 8)):
-            out.append(("spmm_csr_rowsplit_pf", {"VW": vw, "WARPS": 4, "UNROLL": u, "CVT": 0}))
+        out.append(("spmm_csr_rowsplit", {"VW": 4, "WARPS": 4, "UNROLL": 8}))
     return out
 
 

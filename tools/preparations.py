@@ -62,6 +62,5 @@ def long_row_chunk_ptr(problem: Problem, params: dict[str, int]) -> Prepared:
 
 PREPARATIONS: dict[str, Callable[[Problem, dict[str, int]], Prepared]] = {
     "packed_pairs": packed_pairs,
-    "long_row_chunks": long_row_chunks,
     "long_row_chunk_ptr": long_row_chunk_ptr,
 }

@@ -60,7 +60,7 @@ __device__ __forceinline__ void sd_load_vec(const value_t* __restrict__ p, float
     }
 }
 
-// ---- helpers added for the vectorised kernels (spmv_csr_vec4, spmv_csr_split_vec4, spmm_csr_rowsplit_pf) ----
+// ---- helpers of the vectorised SpMV kernels (spmv_csr_vec4, spmv_csr_split_vec4) ----
 // L2 cache policy that marks lines to be evicted first: for matrix arrays that are read exactly once.
 __device__ __forceinline__ unsigned long long sd_policy_evict_first() {
     unsigned long long p;
@@ -102,8 +102,8 @@ __device__ __forceinline__ void sd_ld4_val(const value_t* p, unsigned long long 
 #endif
 }
 
-// Sum of the nonzeros [a, a+4) ∩ [lo, hi) of one row times x, with a a multiple of 4. The 16-byte
-// loads are used when the whole aligned quad lies inside the arrays (nnz elements long).
+// Column indices and values of the nonzeros a .. a+3 (a a multiple of 4); entries outside [lo, hi) get
+// column -1. The 16-byte loads are used when the whole aligned quad lies inside the arrays (nnz long).
 template <int SD_H>
 __device__ __forceinline__ void sd_quad_load(const int* __restrict__ colind, const value_t* __restrict__ values,
                                              int a, int lo, int hi, int nnz, unsigned long long pol,
@@ -124,4 +124,39 @@ __device__ __forceinline__ void sd_quad_load(const int* __restrict__ colind, con
         const bool in = (a + e >= lo) && (a + e < hi);
         c[e] = in ? c[e] : -1;
     }
+}
+
+// Partial dot product of the nonzeros [lo, hi) with x, for one lane of a group of STRIDE lanes: the lane
+// takes the aligned quads lane, lane + STRIDE, ..., UR quads per step with all loads issued before the
+// FMAs. SD_XL selects the gather of x: 0 read-only path with L1 allocation, 1 L2 only (.cg).
+template <int STRIDE, int UR, int SD_H, int SD_XL>
+__device__ __forceinline__ float sd_quad_walk(const int* __restrict__ colind, const value_t* __restrict__ values,
+                                              const value_t* __restrict__ x, int lo, int hi, int lane, int nnz,
+                                              unsigned long long pol) {
+    float acc = 0.f;
+    for (int a = (lo & ~3) + 4 * lane; a < hi; a += 4 * STRIDE * UR) {
+        int c[UR][4];
+        float v[UR][4];
+#pragma unroll
+        for (int u = 0; u < UR; ++u) {
+            const int aa = a + u * 4 * STRIDE;
+            if (aa < hi) {
+                sd_quad_load<SD_H>(colind, values, aa, lo, hi, nnz, pol, c[u], v[u]);
+            } else {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) { c[u][e] = -1; v[u][e] = 0.f; }
+            }
+        }
+        float xv[UR][4];
+#pragma unroll
+        for (int u = 0; u < UR; ++u)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                xv[u][e] = c[u][e] >= 0 ? sd_to_f32(SD_XL ? __ldcg(x + c[u][e]) : __ldg(x + c[u][e])) : 0.f;
+#pragma unroll
+        for (int u = 0; u < UR; ++u)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc += (c[u][e] >= 0 ? v[u][e] : 0.f) * xv[u][e];
+    }
+    return acc;
 }

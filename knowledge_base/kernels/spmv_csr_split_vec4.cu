@@ -41,37 +41,6 @@ kernels:
 // Kernel 2: block b takes long row i = multi_rows[b] (a row of several chunks), sums
 // partial[long_chunk_ptr[i] .. long_chunk_ptr[i+1]) and writes y[long_rows[i]]. Rows of one chunk were
 // written by their warp in kernel 1 (partial is never read for them).
-template <int STRIDE>
-__device__ __forceinline__ float sd_quad_walk(const int* __restrict__ colind, const value_t* __restrict__ values,
-                                              const value_t* __restrict__ x, int lo, int hi, int lane, int nnz,
-                                              unsigned long long pol) {
-    float acc = 0.f;
-    for (int a = (lo & ~3) + 4 * lane; a < hi; a += 4 * STRIDE * UNROLL) {
-        int c[UNROLL][4];
-        float v[UNROLL][4];
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) {
-            const int aa = a + u * 4 * STRIDE;
-            if (aa < hi) {
-                sd_quad_load<HINT>(colind, values, aa, lo, hi, nnz, pol, c[u], v[u]);
-            } else {
-#pragma unroll
-                for (int e = 0; e < 4; ++e) { c[u][e] = -1; v[u][e] = 0.f; }
-            }
-        }
-        float xv[UNROLL][4];
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) xv[u][e] = c[u][e] >= 0 ? sd_to_f32(__ldg(x + c[u][e])) : 0.f;
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc += (c[u][e] >= 0 ? v[u][e] : 0.f) * xv[u][e];
-    }
-    return acc;
-}
-
 extern "C" __global__ void __launch_bounds__(BLOCK)
 spmv_split4_main(const int* __restrict__ rowptr, const int* __restrict__ colind,
                  const value_t* __restrict__ values, const value_t* __restrict__ x,
@@ -92,7 +61,7 @@ spmv_split4_main(const int* __restrict__ rowptr, const int* __restrict__ colind,
         const int end = min(begin + CHUNK, row_end);
         // the row's only chunk: the warp owns the whole row and writes y itself
         const bool single = begin == __ldg(rowptr + row) && row_end - begin <= CHUNK;
-        float acc = sd_quad_walk<32>(colind, values, x, begin, end, lane, nnz, pol);
+        float acc = sd_quad_walk<32, UNROLL, HINT, 0>(colind, values, x, begin, end, lane, nnz, pol);
 #pragma unroll
         for (int offset = 16; offset > 0; offset >>= 1)
             acc += __shfl_down_sync(SD_FULL_MASK, acc, offset);
@@ -110,7 +79,7 @@ spmv_split4_main(const int* __restrict__ rowptr, const int* __restrict__ colind,
     int end = valid ? __ldg(rowptr + row + 1) : 0;
     const bool is_long = end - start > LONG_ROW;
     if (is_long) end = start;
-    float acc = sd_quad_walk<GROUP>(colind, values, x, start, end, lane, nnz, pol);
+    float acc = sd_quad_walk<GROUP, UNROLL, HINT, 0>(colind, values, x, start, end, lane, nnz, pol);
 #pragma unroll
     for (int offset = GROUP / 2; offset > 0; offset >>= 1)
         acc += __shfl_down_sync(SD_FULL_MASK, acc, offset, GROUP);

@@ -43,30 +43,7 @@ spmv_csr_vec4(const int* __restrict__ rowptr, const int* __restrict__ colind,
     unsigned long long pol = 0;
     if (HINT) pol = sd_policy_evict_first();
 
-    float acc = 0.f;
-    for (int a = (start & ~3) + 4 * lane; a < end; a += 4 * GROUP * UNROLL) {
-        int c[UNROLL][4];
-        float v[UNROLL][4];
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) {
-            const int aa = a + u * 4 * GROUP;
-            if (aa < end) {
-                sd_quad_load<HINT>(colind, values, aa, start, end, nnz, pol, c[u], v[u]);
-            } else {
-#pragma unroll
-                for (int e = 0; e < 4; ++e) { c[u][e] = -1; v[u][e] = 0.f; }
-            }
-        }
-        float xv[UNROLL][4];
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) xv[u][e] = c[u][e] >= 0 ? sd_to_f32(XL ? __ldcg(x + c[u][e]) : __ldg(x + c[u][e])) : 0.f;
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc += (c[u][e] >= 0 ? v[u][e] : 0.f) * xv[u][e];
-    }
+    float acc = sd_quad_walk<GROUP, UNROLL, HINT, XL>(colind, values, x, start, end, lane, nnz, pol);
 #pragma unroll
     for (int offset = GROUP / 2; offset > 0; offset >>= 1)
         acc += __shfl_down_sync(SD_FULL_MASK, acc, offset, GROUP);

@@ -9,7 +9,9 @@ from sparseditto.knowledge_base.library import reference_kernels
 from sparseditto.tools.compiler import DTYPE_CODES, compile_source
 from sparseditto.tools.verifier import check_geometry
 
-from kernel_params import family_spec, middle_params, starting_params, valid
+from kernel_params import family_spec, middle_params, starting_params
+
+from sparseditto.agents.planner import is_valid_choice
 
 CASES = [
     pytest.param(kernel, dtype, arch, id=f"{kernel.name}-{dtype}-{arch}")
@@ -28,7 +30,7 @@ def test_the_library_has_kernels_for_every_implemented_family():
 @pytest.mark.parametrize(("kernel", "dtype", "arch"), CASES)
 def test_reference_kernel_compiles_without_spills(kernel, dtype, arch):
     params = starting_params(kernel, dtype)
-    assert valid(params, dtype), params
+    assert is_valid_choice(kernel.name, params, dtype), params
     candidate = kernel.instantiate(params)
     result = compile_source(candidate.source, arch, candidate.defines(DTYPE_CODES[dtype]), name=f"{kernel.name}.cu")
     assert result.ok, result.log[-3000:]
