@@ -13,3 +13,5 @@ class PipelineContext:
     arch: str | None = None
     # a Verifier; None picks the GPU backend when a device is found, else compile-only
     verifier: Any = None
+    # which agent policy drives the run: offline (default), llm, or hybrid (offline first candidate, then llm)
+    policy: str = "offline"

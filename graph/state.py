@@ -26,3 +26,5 @@ class PipelineState(TypedDict, total=False):
     status: str
     best_iteration: int | None
     artifacts_dir: str
+    # LLM tokens spent so far, per kind (prompt, completion, total)
+    tokens: dict[str, int]

@@ -21,3 +21,7 @@ class RunNotFoundError(SparseDittoError):
 
 class ResumeError(SparseDittoError):
     """A resume command that does not fit the run's state (nothing to resume, wrong answer)."""
+
+
+class PolicyError(SparseDittoError):
+    """An agent policy that is unknown or not usable here (for example llm without an endpoint)."""

@@ -13,13 +13,15 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import Command
 from pydantic import BaseModel
 
-from sparseditto.errors import ResumeError, RunNotFoundError
+from sparseditto.errors import PolicyError, ResumeError, RunNotFoundError
 from sparseditto.graph.builder import builder
 from sparseditto.graph.context import PipelineContext
 from sparseditto.spec import Spec, load_spec, parse_spec
 from sparseditto.tools.verifier import Verifier
 
 EventHandler = Callable[[dict[str, Any]], None]
+Policy = Literal["offline", "llm", "hybrid"]
+AVAILABLE_POLICIES: tuple[Policy, ...] = ("offline",)
 
 
 class PipelineResult(BaseModel):
@@ -29,6 +31,9 @@ class PipelineResult(BaseModel):
     artifacts_dir: str | None = None
     iterations: int = 0
     gate: dict[str, Any] | None = None
+    policy: Policy = "offline"
+    # LLM tokens spent by the run, per kind (prompt, completion, total); empty for the offline policy
+    tokens: dict[str, int] = {}
 
 
 def _coerce_spec(spec: Spec | dict[str, Any] | str | Path) -> Spec:
@@ -72,11 +77,15 @@ async def _drive(graph_input: Any, run_id: str, runs_dir: str, context: Pipeline
         artifacts_dir=values.get("artifacts_dir"),
         iterations=len(values.get("iterations", [])),
         gate=gate,
+        policy=context.policy,
+        tokens=values.get("tokens", {}),
     )
 
 
-def _context(runs_dir: str, compile_only: bool, verifier: Verifier | None) -> PipelineContext:
-    return PipelineContext(runs_dir=runs_dir, force_compile_only=compile_only, verifier=verifier)
+def _context(runs_dir: str, compile_only: bool, verifier: Verifier | None, policy: Policy) -> PipelineContext:
+    if policy not in AVAILABLE_POLICIES:
+        raise PolicyError(f"policy {policy!r} is not available; available: {', '.join(AVAILABLE_POLICIES)}")
+    return PipelineContext(runs_dir=runs_dir, force_compile_only=compile_only, verifier=verifier, policy=policy)
 
 
 def run_pipeline(
@@ -89,6 +98,7 @@ def run_pipeline(
     verifier: Verifier | None = None,
     on_event: EventHandler | None = None,
     run_id: str | None = None,
+    policy: Policy = "offline",
 ) -> PipelineResult:
     """Plan, write, verify and revise kernels for `spec` until accepted, given up or the budget is spent.
 
@@ -101,7 +111,8 @@ def run_pipeline(
     run_id = run_id or uuid.uuid4().hex[:12]
     state = {"run_id": run_id, "spec": spec.model_dump(mode="json"), "on_budget": on_budget,
              "started_at": time.time(), "iteration_limit": spec.budget.iterations}
-    return asyncio.run(_drive(state, run_id, runs_dir, _context(runs_dir, compile_only, verifier), on_event))
+    context = _context(runs_dir, compile_only, verifier, policy)
+    return asyncio.run(_drive(state, run_id, runs_dir, context, on_event))
 
 
 def resume(
@@ -112,6 +123,7 @@ def resume(
     compile_only: bool = False,
     verifier: Verifier | None = None,
     on_event: EventHandler | None = None,
+    policy: Policy = "offline",
 ) -> PipelineResult:
     """Answer a run waiting at the approval gate: "approve", "abort" or "extend N"."""
     if isinstance(answer, str):
@@ -122,4 +134,5 @@ def resume(
         answer = {"action": action, "iterations": int(n) if n.strip() else 0}
     if not Path(runs_dir, "checkpoints.sqlite").exists():
         raise RunNotFoundError(f"run {run_id}: no runs in {runs_dir}")
-    return asyncio.run(_drive(Command(resume=answer), run_id, runs_dir, _context(runs_dir, compile_only, verifier), on_event))
+    context = _context(runs_dir, compile_only, verifier, policy)
+    return asyncio.run(_drive(Command(resume=answer), run_id, runs_dir, context, on_event))

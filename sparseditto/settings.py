@@ -14,5 +14,6 @@ class Settings(BaseSettings):
     on_budget: Literal["ask", "approve", "abort"] = "ask"
     compile_only: bool = False
     arch: str | None = None
+    policy: Literal["offline", "llm", "hybrid"] = "offline"
     llm_base_url: str | None = None
     llm_model: str | None = None
