@@ -15,5 +15,8 @@ class Settings(BaseSettings):
     compile_only: bool = False
     arch: str | None = None
     policy: Literal["offline", "llm", "hybrid"] = "offline"
+    # GPU verification stages after correctness and timing (each needs its tool on PATH)
+    sanitize: bool = True
+    profile: bool = True
     llm_base_url: str | None = None
     llm_model: str | None = None

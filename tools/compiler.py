@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import struct
 import time
 
 from pydantic import BaseModel
@@ -65,6 +66,20 @@ def parse_ptxas(log: str) -> dict[str, KernelResources]:
     return out
 
 
+def complete_elf(image: bytes) -> bytes:
+    """The cubin padded to the size its ELF headers declare.
+
+    CuPy's getCUBIN drops the image's last byte (a zero); the driver loads it anyway, but the
+    disassembler rejects a truncated file.
+    """
+    if len(image) < 64 or image[:4] != b"\x7fELF":
+        return image
+    phoff, shoff = struct.unpack_from("<QQ", image, 0x20)
+    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", image, 0x36)
+    declared = max(phoff + phentsize * phnum, shoff + shentsize * shnum)
+    return image + b"\x00" * (declared - len(image)) if declared > len(image) else image
+
+
 def compile_source(source: str, arch: str, options: list[str], name: str = "candidate.cu") -> CompileResult:
     """Compile to a cubin for `arch` (e.g. sm_90). A compile error is a result, not an exception."""
     from cupy.cuda import nvrtc
@@ -79,7 +94,7 @@ def compile_source(source: str, arch: str, options: list[str], name: str = "cand
         except nvrtc.NVRTCError:
             ok = False
         log = nvrtc.getProgramLog(prog)
-        cubin = nvrtc.getCUBIN(prog) if ok else None
+        cubin = complete_elf(nvrtc.getCUBIN(prog)) if ok else None
     finally:
         nvrtc.destroyProgram(prog)
     return CompileResult(

@@ -7,17 +7,39 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from sparseditto.tools.compiler import KernelResources
+from sparseditto.tools.sass import SassCounts
 
 Status = Literal["passed", "failed", "not_executed", "error"]
+Stage = Literal["static", "compile", "launch", "correctness", "sanitizer", "benchmark", "profile"]
+# Every way a candidate can fail, so that the reviewer (offline or LLM) can act on the kind, not the text.
+ErrorType = Literal[
+    "forbidden_construct",  # static check: host API, library call, device-side launch, printf, trap ...
+    "compile_error",
+    "invalid_launch",  # launch expressions do not evaluate or exceed the device limits
+    "timeout", "crash", "illegal_memory_access",
+    "wrong_result",  # error far above the tolerance
+    "precision_loss",  # close to the reference but outside the tolerance: arithmetic too coarse
+    "held_out_failure",  # right at the tuned shape, wrong at a held-out shape
+    "stale_result",  # the output equals an earlier trial's answer: results reused across calls
+    "order_dependent",  # right or wrong depending on what ran before it on the device
+    "unwritten_output",  # output elements still hold the poison
+    "non_finite_output",  # NaN/Inf written by the kernel
+    "input_mutation",
+    "inconsistent_output",  # right when checked, wrong after the timed runs
+    "suspect_timing",  # faster than the physical floor
+    "out_of_bounds", "misaligned_access", "uninitialized_read", "shared_memory_race", "sync_error",
+    "sanitizer_failure",  # the sanitizer run itself failed (crash, API error, timeout)
+    "profiler_failure",
+]
 NOT_EXECUTED_NO_GPU = "not executed: no CUDA device"
 
 
 class Feedback(BaseModel):
     """One stage's outcome, in a form the reviewer (and a person) can act on."""
 
-    stage: Literal["compile", "launch", "correctness", "sanitizer", "benchmark", "profile"]
+    stage: Stage
     status: Status
-    error_type: str | None = None
+    error_type: ErrorType | None = None
     message: str = ""
     location: str | None = None
     evidence: dict[str, Any] = {}
@@ -30,7 +52,10 @@ class Trial(BaseModel):
     held_out: bool
     rel_error: float | None
     unwritten: int = 0
+    non_finite: int = 0
     inputs_unchanged: bool = True
+    # candidate_first, or library_first: a vendor library ran on the same inputs just before the candidate
+    order: str = "candidate_first"
     passed: bool
 
 
@@ -68,6 +93,7 @@ class VerificationReport(BaseModel):
     device: dict[str, Any] = {}
     compiled: bool
     resources: dict[str, KernelResources] = {}
+    sass: dict[str, SassCounts] = {}
     feedback: list[Feedback]
     trials: list[Trial] = []
     measurement: Measurement | None = None

@@ -1,18 +1,20 @@
 """The candidate runner: executes one candidate on the GPU, in its own process.
 
-`python -m sparseditto.tools.runner JOB.json RESULT.json` loads a compiled candidate, runs the
-correctness trials (fresh seeds, held-out shapes, poisoned outputs and workspaces, inputs checked
-unchanged), then times the candidate and every baseline configuration side by side. A crash or hang
-here ends only this process; the parent turns a missing result into feedback.
+`python -m sparseditto.tools.runner JOB.json RESULT.json` loads a compiled candidate and, by the job's mode:
+- verify: correctness trials (fresh seeds, held-out shapes, NaN-poisoned outputs and 0xFF workspaces,
+  inputs checked unchanged, the library run before the candidate in one trial), then the candidate
+  and every baseline configuration timed side by side, and the output checked again after the timed runs;
+- sanitize: one small instance with plain cudaMalloc buffers and uninitialised outputs, for compute-sanitizer;
+- profile: one launch sequence (or one baseline call) between cudaProfilerStart/Stop, for Nsight Compute.
+A crash or hang here ends only this process; the parent turns a missing result into feedback.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel
@@ -20,10 +22,15 @@ from pydantic import BaseModel
 from sparseditto.spec import Spec
 from sparseditto.tools.contract import KernelCandidate
 from sparseditto.tools.families import FAMILIES, Problem
-from sparseditto.tools.families.base import POISON, VALUE_BYTES
+from sparseditto.tools.families.base import POISON_BITS, VALUE_BYTES, to_float64
 from sparseditto.tools.preparations import PREPARATIONS
-from sparseditto.tools.results import BaselineTiming, Feedback, Measurement, Trial
+from sparseditto.tools.results import BaselineTiming, ErrorType, Feedback, Measurement, Trial
 from sparseditto.tools.timing import L2Flusher, device_copy_bandwidth, time_call
+
+# Peak arithmetic rates used only to flag impossible timings (dense tensor-core peaks of an H200 SXM,
+# the fastest way any kernel could do the FLOPs): a time below the floor is a measurement error or a cheat.
+PEAK_FLOPS = {"fp32": 495e12, "fp16": 990e12, "bf16": 990e12}
+PRECISION_LOSS_MAX = 0.05
 
 
 class RunJob(BaseModel):
@@ -36,6 +43,9 @@ class RunJob(BaseModel):
     warmup: int = 5
     runs: int = 30
     time_baselines: bool = True
+    mode: Literal["verify", "sanitize", "profile"] = "verify"
+    small_shape: dict[str, int] | None = None
+    profile_baseline: str | None = None
 
 
 class RunResult(BaseModel):
@@ -60,19 +70,25 @@ def device_info() -> dict[str, Any]:
     }
 
 
-def rel_error(out: np.ndarray, ref: np.ndarray) -> tuple[float, int]:
-    """||out - ref|| / ||ref|| and the number of non-finite (unwritten or NaN) elements."""
-    bad = int((~np.isfinite(out)).sum())
-    if bad:
-        return float("inf"), bad
+def rel_error(out: np.ndarray, ref: np.ndarray) -> float:
+    """||out - ref|| / ||ref||: a zero or constant output is far off, whatever the result's magnitude."""
+    if not np.isfinite(out).all():
+        return float("inf")
     denom = float(np.linalg.norm(ref)) or 1.0
-    return float(np.linalg.norm(out - ref) / denom), 0
+    return float(np.linalg.norm(out - ref) / denom)
+
+
+def error_is_spread(out: np.ndarray, ref: np.ndarray) -> bool:
+    """True when the error is spread over the output (coarse arithmetic), not concentrated (a logic error)."""
+    diff = np.abs(out - ref).ravel()
+    rms = float(np.sqrt(np.mean(diff**2))) if diff.size else 0.0
+    return rms > 0 and float(diff.max()) <= 8 * rms
 
 
 class Launcher:
     """Binds a loaded candidate to one problem instance on the device."""
 
-    def __init__(self, candidate: KernelCandidate, module: Any, problem: Problem, sms: int) -> None:
+    def __init__(self, candidate: KernelCandidate, module: Any, problem: Problem, sms: int, initialise: bool = True) -> None:
         import cupy as cp
 
         self.candidate = candidate
@@ -88,10 +104,14 @@ class Launcher:
         storage = problem.inputs["values"].dtype
         self.output = cp.empty(problem.output_shape, dtype=storage)
         self.arrays[problem.output_name] = self.output
+        bits = POISON_BITS[problem.dtype]
+        self._poison_bits = bits
+        self._output_bits = self.output.view(bits.dtype)
         for name, ws in candidate.workspace.items():
             dtype = {"fp32": np.float32, "int32": np.int32, "value": storage}[ws.dtype]
             buf = cp.empty(candidate.workspace_sizes(self.symbols)[name], dtype=dtype)
-            buf.view(np.uint8).fill(0xFF)  # garbage, never zeros: reading before writing shows up
+            if initialise:
+                buf.view(np.uint8).fill(0xFF)  # garbage, never zeros: reading before writing shows up
             self.arrays[name] = buf
         self.launches = []
         for geo in candidate.geometry(self.symbols):
@@ -110,69 +130,106 @@ class Launcher:
         raise KeyError(f"argument {name!r} is neither an array nor a symbol of {self.problem.output_name}'s family")
 
     def poison(self) -> None:
-        self.output.fill(POISON[self.problem.dtype])
+        self._output_bits.fill(self._poison_bits)
 
     def run(self) -> None:
         for fn, geo, args in self.launches:
             fn(geo.grid, geo.block, args, shared_mem=geo.shared_bytes)
 
+    def unwritten(self) -> int:
+        return int((self._output_bits == self._poison_bits).sum())
+
     def inputs_unchanged(self) -> bool:
         return all(np.array_equal(self.arrays[name].get(), arr) for name, arr in self.host.items())
 
     def result(self) -> np.ndarray:
-        from sparseditto.tools.families.base import to_float64
-
         return to_float64(self.output.get(), self.problem.dtype)
 
 
-def run_job(job: RunJob) -> RunResult:
+def _run_library_first(family: Any, launcher: Launcher, problem: Problem) -> None:
+    """Run the first library baseline on the same device inputs before the candidate (the 'reference first' order)."""
     import cupy as cp
 
-    family = FAMILIES[job.spec.family]
-    info = device_info()
-    module = cp.RawModule(path=job.cubin_path)
-    tol = job.spec.tolerance or family.tolerance(job.spec.dtype)
-    feedback: list[Feedback] = []
-    trials: list[Trial] = []
+    calls = family.baselines({k: launcher.arrays[k] for k in problem.inputs}, problem)
+    if calls:
+        calls[0].run()
+    cp.cuda.Device().synchronize()
+    del calls
+
+
+def _classify(trials: list[Trial], failed: Trial, outputs: dict[int, tuple[np.ndarray, np.ndarray]], tol: float) -> tuple[ErrorType, str]:
+    """Name the way a failed trial failed, so that the feedback says what to fix."""
+    if not failed.inputs_unchanged:
+        return "input_mutation", "the kernel modified one of its inputs"
+    if failed.unwritten:
+        return "unwritten_output", f"{failed.unwritten} output elements were never written (they still hold the poison)"
+    if failed.non_finite:
+        return "non_finite_output", f"the kernel wrote {failed.non_finite} NaN/Inf elements"
+    index = trials.index(failed)
+    out, ref = outputs[index]
+    earlier = [outputs[i][1] for i in range(index) if outputs[i][1].shape == out.shape]
+    if any(rel_error(out, prev) <= tol for prev in earlier):
+        return "stale_result", "the output equals an earlier trial's answer: results are reused across calls instead of computed"
+    main = [t for t in trials if not t.held_out]
+    if failed.held_out and all(t.passed for t in main):
+        return "held_out_failure", f"correct at the tuned shape but wrong at held-out shape {failed.shape} (relative error {failed.rel_error:.3g})"
+    if failed.order == "library_first" and all(t.passed for t in main if t.order != "library_first"):
+        return "order_dependent", "correct when run first, wrong when the library ran just before it on the same inputs"
+    if failed.rel_error is not None and failed.rel_error <= PRECISION_LOSS_MAX and error_is_spread(out, ref):
+        return "precision_loss", f"relative error {failed.rel_error:.3g} is spread over the output, above the tolerance {tol:.1g}: arithmetic too coarse"
+    return "wrong_result", f"relative error {failed.rel_error:.3g} exceeds the tolerance {tol:.1g}"
+
+
+def check_correctness(job: RunJob, family: Any, module: Any, sms: int, tol: float) -> tuple[list[Trial], Feedback]:
+    import cupy as cp
 
     shapes = [(None, False)] * len(job.seeds) + [(s, True) for s in job.held_out_shapes]
     seeds = job.seeds + [job.seeds[-1] + 1000 + i for i in range(len(job.held_out_shapes))]
-    worst = None
-    for seed, (shape, held_out) in zip(seeds, shapes):
+    trials: list[Trial] = []
+    outputs: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for i, (seed, (shape, held_out)) in enumerate(zip(seeds, shapes)):
         problem = family.make_problem(job.spec, seed, shape)
-        launcher = Launcher(job.candidate, module, problem, info["sms"])
+        launcher = Launcher(job.candidate, module, problem, sms)
+        order = "library_first" if i == 1 and not held_out else "candidate_first"
+        if order == "library_first":
+            _run_library_first(family, launcher, problem)
         launcher.poison()
         launcher.run()
         cp.cuda.Device().synchronize()
-        err, unwritten = rel_error(launcher.result(), family.reference(problem))
+        out, ref = launcher.result(), family.reference(problem)
+        unwritten = launcher.unwritten()
+        non_finite = int((~np.isfinite(out)).sum()) - unwritten
+        err = rel_error(out, ref)
         unchanged = launcher.inputs_unchanged()
-        trial = Trial(
-            seed=seed, shape=problem.symbols, held_out=held_out, rel_error=err if np.isfinite(err) else None,
-            unwritten=unwritten, inputs_unchanged=unchanged, passed=err <= tol and unchanged,
-        )
-        trials.append(trial)
-        if not trial.passed and worst is None:
-            worst = trial
+        trials.append(Trial(seed=seed, shape=problem.symbols, held_out=held_out, order=order,
+                            rel_error=err if np.isfinite(err) else None, unwritten=unwritten, non_finite=non_finite,
+                            inputs_unchanged=unchanged, passed=err <= tol and unchanged))
+        outputs[i] = (out, ref)
         del launcher
-
-    if worst is not None:
-        if not worst.inputs_unchanged:
-            kind, msg = "input_mutation", "the kernel modified one of its inputs"
-        elif worst.unwritten:
-            kind, msg = "unwritten_output", f"{worst.unwritten} output elements are NaN/Inf or were never written"
-        else:
-            kind, msg = "wrong_result", f"relative error {worst.rel_error:.3g} exceeds the tolerance {tol:.1g}"
-        feedback.append(Feedback(
+    failed = next((t for t in trials if not t.passed), None)
+    if failed is not None:
+        kind, msg = _classify(trials, failed, outputs, tol)
+        return trials, Feedback(
             stage="correctness", status="failed", error_type=kind, message=msg,
-            location=f"shape {worst.shape}{' (held-out)' if worst.held_out else ''}, seed {worst.seed}",
-            evidence={"trials": len(trials), "failed": sum(not t.passed for t in trials), "tolerance": tol},
-            suggestion="check bounds handling for shapes that are not multiples of the tile" if worst.held_out else None,
-        ))
-        return RunResult(device=info, feedback=feedback, trials=trials)
-    feedback.append(Feedback(
-        stage="correctness", status="passed", message=f"{len(trials)} trials within tolerance {tol:.1g}",
+            location=f"shape {failed.shape}{' (held-out)' if failed.held_out else ''}, seed {failed.seed}, {failed.order}",
+            evidence={"trials": len(trials), "failed": sum(not t.passed for t in trials), "tolerance": tol,
+                      "rel_error": failed.rel_error},
+            suggestion={"held_out_failure": "handle shapes that are not multiples of the tile (bounds checks on the tail)",
+                        "unwritten_output": "every output element must be written by exactly one thread, including tails",
+                        "precision_loss": "accumulate in fp32 and keep the inputs' precision in the products",
+                        "stale_result": "compute from the inputs on every call; keep no state between launches",
+                        "input_mutation": "inputs are read-only; write only the output and the declared workspaces",
+                        }.get(kind),
+        )
+    return trials, Feedback(
+        stage="correctness", status="passed",
+        message=f"{len(trials)} trials within tolerance {tol:.1g}, both run orders",
         evidence={"max_rel_error": max(t.rel_error or 0.0 for t in trials), "held_out_trials": len(job.held_out_shapes)},
-    ))
+    )
+
+
+def benchmark(job: RunJob, family: Any, module: Any, info: dict[str, Any], tol: float) -> tuple[Feedback, Measurement | None, list[BaselineTiming]]:
+    import cupy as cp
 
     flush = L2Flusher()
     copy_bw = device_copy_bandwidth(flush)
@@ -182,12 +239,21 @@ def run_job(job: RunJob) -> RunResult:
     launcher.poison()
     launcher.run()
     cp.cuda.Device().synchronize()
-    err, _ = rel_error(launcher.result(), ref)
+    err = rel_error(launcher.result(), ref)
     if not err <= tol:
-        feedback.append(Feedback(stage="benchmark", status="failed", error_type="wrong_result",
-                                 message=f"wrong on the timing instance: relative error {err:.3g}"))
-        return RunResult(device=info, feedback=feedback, trials=trials)
-    timing = time_call(launcher.run, flush, warmup=job.warmup, runs=job.runs)
+        return Feedback(stage="benchmark", status="failed", error_type="wrong_result",
+                        message=f"wrong on the timing instance: relative error {err:.3g}"), None, []
+
+    def before_each() -> None:
+        flush()
+        launcher.poison()  # each timed run must compute the whole output again
+
+    timing = time_call(launcher.run, before_each, warmup=job.warmup, runs=job.runs)
+    after = rel_error(launcher.result(), ref)
+    if not after <= tol:
+        return Feedback(stage="benchmark", status="failed", error_type="inconsistent_output",
+                        message=f"correct when checked, wrong after the timed runs (relative error {after:.3g}): "
+                                "the kernel does not compute the result on every call"), None, []
 
     baselines: list[BaselineTiming] = []
     if job.time_baselines:
@@ -195,15 +261,14 @@ def run_job(job: RunJob) -> RunResult:
         for call in family.baselines(device_inputs, problem):
             call.run()
             cp.cuda.Device().synchronize()
-            from sparseditto.tools.families.base import to_float64
-
-            b_err, _ = rel_error(to_float64(call.output.get(), problem.dtype), ref)
+            b_err = rel_error(to_float64(call.output.get(), problem.dtype), ref)
             t = time_call(call.run, flush, warmup=job.warmup, runs=job.runs)
             baselines.append(BaselineTiming(name=call.name, library=call.library, config=call.config,
                                             median_us=t.median_us, rel_error=b_err, correct=b_err <= max(tol, 1e-2)))
     s = problem.symbols
     nbytes = family.min_bytes(s, problem.dtype)
-    floor_us = nbytes / copy_bw * 1e6
+    bytes_floor_us = nbytes / copy_bw * 1e6
+    floor_us = max(bytes_floor_us, family.flops(s) / PEAK_FLOPS[problem.dtype] * 1e6)
     correct_baselines = [b for b in baselines if b.correct]
     best = min(correct_baselines, key=lambda b: b.median_us) if correct_baselines else None
     per_library: dict[str, float] = {}
@@ -213,25 +278,80 @@ def run_job(job: RunJob) -> RunResult:
         median_us=timing.median_us, p10_us=timing.p10_us, p90_us=timing.p90_us, runs=timing.runs,
         preparation_ms=launcher.preparation_ms, floor_us=floor_us,
         achieved_gbps=nbytes / timing.median_us * 1e-3, achieved_gflops=family.flops(s) / timing.median_us * 1e-3,
-        bandwidth_fraction=floor_us / timing.median_us, copy_bandwidth_gbps=copy_bw * 1e-9,
+        bandwidth_fraction=bytes_floor_us / timing.median_us, copy_bandwidth_gbps=copy_bw * 1e-9,
         best_baseline=best.name if best else None, best_baseline_us=best.median_us if best else None,
         speedup_vs_best=best.median_us / timing.median_us if best else None,
         speedups={lib: us / timing.median_us for lib, us in per_library.items()},
     )
     suspect = timing.median_us < 0.9 * floor_us
-    feedback.append(Feedback(
+    fb = Feedback(
         stage="benchmark", status="failed" if suspect else "passed",
         error_type="suspect_timing" if suspect else None,
-        message=(f"{timing.median_us:.1f} us is below the bandwidth floor {floor_us:.1f} us: the timing cannot be trusted"
-                 if suspect else f"{timing.median_us:.1f} us, {measurement.bandwidth_fraction:.0%} of the bandwidth floor"),
+        message=(f"{timing.median_us:.1f} us is below the physical floor {floor_us:.1f} us (bytes and FLOPs at the "
+                 "device's peak): the timing cannot be trusted" if suspect
+                 else f"{timing.median_us:.1f} us, {measurement.bandwidth_fraction:.0%} of the bandwidth floor"),
         evidence={"median_us": timing.median_us, "floor_us": floor_us, "best_baseline_us": measurement.best_baseline_us},
-    ))
-    return RunResult(device=info, feedback=feedback, trials=trials, measurement=measurement, baselines=baselines)
+    )
+    return fb, measurement, baselines
+
+
+def run_job(job: RunJob) -> RunResult:
+    import cupy as cp
+
+    family = FAMILIES[job.spec.family]
+    info = device_info()
+    module = cp.RawModule(path=job.cubin_path)
+    tol = job.spec.tolerance or family.tolerance(job.spec.dtype)
+    trials, correctness = check_correctness(job, family, module, info["sms"], tol)
+    if correctness.status != "passed":
+        return RunResult(device=info, feedback=[correctness], trials=trials)
+    bench, measurement, baselines = benchmark(job, family, module, info, tol)
+    return RunResult(device=info, feedback=[correctness, bench], trials=trials, measurement=measurement, baselines=baselines)
+
+
+def sanitize_job(job: RunJob) -> RunResult:
+    """One small instance, plain allocations, nothing initialised that the candidate should write."""
+    import cupy as cp
+
+    cp.cuda.set_allocator(None)  # every buffer its own cudaMalloc: the checker knows its true size
+    family = FAMILIES[job.spec.family]
+    info = device_info()
+    module = cp.RawModule(path=job.cubin_path)
+    problem = family.make_problem(job.spec, job.seeds[0], job.small_shape)
+    launcher = Launcher(job.candidate, module, problem, info["sms"], initialise=False)
+    launcher.run()
+    cp.cuda.Device().synchronize()
+    return RunResult(device=info, feedback=[], trials=[])
+
+
+def profile_job(job: RunJob) -> RunResult:
+    """One launch sequence of the candidate, or one call of the named baseline, inside the profiled range."""
+    import cupy as cp
+
+    family = FAMILIES[job.spec.family]
+    info = device_info()
+    module = cp.RawModule(path=job.cubin_path)
+    problem = family.make_problem(job.spec, job.timing_seed)
+    launcher = Launcher(job.candidate, module, problem, info["sms"])
+    run = launcher.run
+    if job.profile_baseline:
+        calls = {c.name: c for c in family.baselines({k: launcher.arrays[k] for k in problem.inputs}, problem)}
+        run = calls[job.profile_baseline].run
+    run()  # warm: module load and first-call setup stay outside the profiled range
+    cp.cuda.Device().synchronize()
+    cp.cuda.profiler.start()
+    run()
+    cp.cuda.Device().synchronize()
+    cp.cuda.profiler.stop()
+    return RunResult(device=info, feedback=[], trials=[])
+
+
+MODES = {"verify": run_job, "sanitize": sanitize_job, "profile": profile_job}
 
 
 def main(argv: list[str]) -> int:
     job = RunJob.model_validate_json(Path(argv[0]).read_text())
-    result = run_job(job)
+    result = MODES[job.mode](job)
     Path(argv[1]).write_text(result.model_dump_json())
     return 0
 

@@ -28,11 +28,12 @@ class L2Flusher:
         self._buf.fill(1)
 
 
-def time_call(run: Callable[[], None], flush: L2Flusher, *, warmup: int = 5, runs: int = 30) -> Timing:
-    """Median time of `run` on the current stream; the device is synchronised before the events are read.
+def time_call(run: Callable[[], None], before_each: Callable[[], None], *, warmup: int = 5, runs: int = 30) -> Timing:
+    """Median time of `run` on the current stream; `before_each` (L2 flush, output poisoning) runs outside the events.
 
-    A candidate that leaves work on another stream is not protected against here: candidates cannot
-    create streams (they are device code launched by the runner), and baselines are library calls.
+    The whole device is synchronised before the events are read. Candidates cannot put work on other
+    streams: they are device code launched by the runner, and the static check refuses device-side
+    launches and stream APIs.
     """
     import cupy as cp
 
@@ -43,7 +44,7 @@ def time_call(run: Callable[[], None], flush: L2Flusher, *, warmup: int = 5, run
     starts = [cp.cuda.Event() for _ in range(runs)]
     ends = [cp.cuda.Event() for _ in range(runs)]
     for i in range(runs):
-        flush()
+        before_each()
         starts[i].record(stream)
         run()
         ends[i].record(stream)

@@ -1,19 +1,17 @@
 """The tool node's seam: one Verifier interface, a GPU backend and a compile-only backend.
 
-Both compile with NVRTC and report ptxas resources. The GPU backend then runs the candidate in a
-separate process with a timeout (`sparseditto.tools.runner`); the compile-only backend reports every
-GPU stage as not executed — never as passed.
+Both check the source statically, compile with NVRTC and report ptxas resources and the SASS mix. The
+GPU backend then runs the candidate's stages in separate processes with timeouts
+(`sparseditto.tools.gpu_stages`); the compile-only backend reports every GPU stage as not executed —
+never as passed.
 """
 
 from __future__ import annotations
 
-import os
 import secrets
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import structlog
 
@@ -24,8 +22,13 @@ from sparseditto.tools.expr import ExpressionError
 from sparseditto.tools.families import FAMILIES
 from sparseditto.tools.families.base import VALUE_BYTES
 from sparseditto.tools.preparations import PREPARATIONS
+from sparseditto.tools.gpu_stages import profile_stage, run_child, sanitizer_stage, small_shape
+from sparseditto.tools.profiler import find_ncu
 from sparseditto.tools.results import NOT_EXECUTED_NO_GPU, Feedback, VerificationReport
 from sparseditto.tools.runner import RunJob, RunResult
+from sparseditto.tools.sanitizer import find_sanitizer
+from sparseditto.tools.sass import SassCounts, analyse_cubin
+from sparseditto.tools.source_check import check_source
 
 log = structlog.get_logger(__name__)
 
@@ -67,8 +70,47 @@ def check_geometry(candidate: KernelCandidate, spec: Spec) -> Feedback | None:
     return None
 
 
+def static_analysis(candidate: KernelCandidate, result: CompileResult) -> tuple[Feedback, dict[str, SassCounts]]:
+    """What the machine code says without running it: tensor cores, load widths, local memory."""
+    sass = analyse_cubin(result.cubin or b"")
+    if isinstance(sass, str):
+        return Feedback(stage="static", status="not_executed", message=f"SASS analysis {sass}"), {}
+    notes, hints = [], []
+    for entry, c in sass.items():
+        notes.append(f"{entry}: {c.instructions} instructions, tensor-core {c.tensor_core}, "
+                     f"128-bit loads {c.global_loads_128}/{c.global_loads}, local memory {c.local_loads + c.local_stores}")
+        if c.local_loads + c.local_stores:
+            hints.append(f"{entry} uses local memory (spills or a stack array): keep per-thread arrays small and indexed by constants")
+        if c.global_loads and not c.global_loads_128:
+            hints.append(f"{entry} has no 128-bit global loads: vectorize contiguous loads")
+    return Feedback(stage="static", status="passed", message="; ".join(notes),
+                    evidence={"sass": {k: v.model_dump() for k, v in sass.items()}},
+                    suggestion="; ".join(hints) or None), sass
+
+
+def check_and_compile(candidate: KernelCandidate, spec: Spec, arch: str) -> tuple[CompileResult | None, list[Feedback], dict[str, SassCounts]]:
+    """Static source check, compile, SASS mix and launch geometry: everything that needs no GPU."""
+    refused = check_source(candidate.source)
+    if refused:
+        return None, refused, {}
+    result, fb = compile_candidate(candidate, spec, arch)
+    if not result.ok:
+        return result, [fb], {}
+    static, sass = static_analysis(candidate, result)
+    feedback = [fb, static]
+    if bad := check_geometry(candidate, spec):
+        feedback.append(bad)
+    return result, feedback, sass
+
+
+def _report(candidate: KernelCandidate, backend: str, result: CompileResult | None, feedback: list[Feedback],
+            sass: dict[str, SassCounts], **extra: Any) -> VerificationReport:
+    return VerificationReport(candidate=candidate.label(), backend=backend, compiled=bool(result and result.ok),
+                              resources=result.resources if result else {}, sass=sass, feedback=feedback, **extra)
+
+
 class CompileOnlyVerifier:
-    """No CUDA device: compile, keep the resource report, and say plainly what was not run."""
+    """No CUDA device: check, compile, analyse statically, and say plainly what was not run."""
 
     backend = "compile_only"
 
@@ -76,81 +118,88 @@ class CompileOnlyVerifier:
         self.arch = arch
 
     def verify(self, candidate: KernelCandidate, spec: Spec) -> VerificationReport:
-        result, fb = compile_candidate(candidate, spec, spec.arch or self.arch)
-        feedback = [fb]
-        if result.ok and (bad := check_geometry(candidate, spec)):
-            feedback.append(bad)
-        elif result.ok:
+        result, feedback, sass = check_and_compile(candidate, spec, spec.arch or self.arch)
+        if not any(f.status in {"failed", "error"} for f in feedback):
             feedback += [Feedback(stage=s, status="not_executed", message=NOT_EXECUTED_NO_GPU)
-                         for s in ("correctness", "sanitizer", "benchmark")]
-        return VerificationReport(candidate=candidate.label(), backend="compile_only", compiled=result.ok,
-                                  resources=result.resources, feedback=feedback)
+                         for s in ("correctness", "sanitizer", "benchmark", "profile")]
+        return _report(candidate, self.backend, result, feedback, sass)
 
 
 class GpuVerifier:
-    """Compile here, run in a child process with a timeout: a crash or hang never reaches the pipeline."""
+    """Compile here, run in child processes with timeouts: a crash or hang never reaches the pipeline.
+
+    Stages: static check and compile -> correctness and benchmark (one child) -> compute-sanitizer on a
+    small instance (one child per tool) -> Nsight Compute on the main shape (candidate, and the best
+    baseline once per spec). Each later stage runs only when the earlier ones passed.
+    """
 
     backend = "gpu"
 
-    def __init__(self, arch: str, trials: int = 3, timeout_s: float = 300.0, runs: int = 30) -> None:
+    def __init__(self, arch: str, trials: int = 3, timeout_s: float = 300.0, runs: int = 30,
+                 sanitize: bool = True, profile: bool = True, tool_timeout_s: float = 300.0) -> None:
         self.arch = arch
         self.trials = trials
         self.timeout_s = timeout_s
         self.runs = runs
+        self.sanitize = sanitize
+        self.profile = profile
+        self.tool_timeout_s = tool_timeout_s
 
     def verify(self, candidate: KernelCandidate, spec: Spec) -> VerificationReport:
-        result, fb = compile_candidate(candidate, spec, spec.arch or self.arch)
-        feedback = [fb]
-        if not result.ok:
-            return VerificationReport(candidate=candidate.label(), backend="gpu", compiled=False, feedback=feedback)
-        if bad := check_geometry(candidate, spec):
-            return VerificationReport(candidate=candidate.label(), backend="gpu", compiled=True,
-                                      resources=result.resources, feedback=[fb, bad])
+        arch = spec.arch or self.arch
+        result, feedback, sass = check_and_compile(candidate, spec, arch)
+        if result is None or any(f.status in {"failed", "error"} for f in feedback):
+            return _report(candidate, self.backend, result, feedback, sass)
         family = FAMILIES[spec.family]
         with tempfile.TemporaryDirectory(prefix="sparseditto-") as tmp:
-            cubin = Path(tmp) / "candidate.cubin"
+            cubin = Path(tmp) / f"candidate-{secrets.token_hex(4)}.cubin"
             cubin.write_bytes(result.cubin or b"")
             seeds = [secrets.randbelow(2**31) for _ in range(self.trials)]
             job = RunJob(candidate=candidate, spec=spec, cubin_path=str(cubin), seeds=seeds,
                          held_out_shapes=family.held_out_shapes(spec), timing_seed=secrets.randbelow(2**31),
-                         runs=self.runs)
-            job_file, out_file = Path(tmp) / "job.json", Path(tmp) / "result.json"
-            job_file.write_text(job.model_dump_json())
-            run = self._run_child(job_file, out_file)
+                         runs=self.runs, small_shape=small_shape(spec))
+            run = run_child(job, Path(tmp), self.timeout_s)
             if isinstance(run, Feedback):
-                feedback.append(run)
-                return VerificationReport(candidate=candidate.label(), backend="gpu", compiled=True,
-                                          resources=result.resources, feedback=feedback)
-        feedback += run.feedback
-        feedback.append(Feedback(stage="sanitizer", status="not_executed",
-                                 message="not executed: the compute-sanitizer stage is not built yet"))
-        return VerificationReport(candidate=candidate.label(), backend="gpu", device=run.device, compiled=True,
-                                  resources=result.resources, feedback=feedback, trials=run.trials,
-                                  measurement=run.measurement, baselines=run.baselines)
+                return _report(candidate, self.backend, result, [*feedback, run], sass)
+            feedback += run.feedback
+            extra: dict[str, Any] = {"device": run.device, "trials": run.trials, "measurement": run.measurement,
+                                     "baselines": run.baselines}
+            if any(f.status in {"failed", "error"} for f in run.feedback):
+                return _report(candidate, self.backend, result, feedback, sass, **extra)
+            feedback.append(self._sanitize(candidate, spec, arch, job, Path(tmp)))
+            if feedback[-1].status == "passed":
+                feedback.append(self._profile(job, run, Path(tmp)))
+        return _report(candidate, self.backend, result, feedback, sass, **extra)
 
-    def _run_child(self, job_file: Path, out_file: Path) -> RunResult | Feedback:
-        cmd = [sys.executable, "-m", "sparseditto.tools.runner", str(job_file), str(out_file)]
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout_s, env=os.environ.copy())
-        except subprocess.TimeoutExpired:
-            return Feedback(stage="launch", status="failed", error_type="timeout",
-                            message=f"the candidate run did not finish within {self.timeout_s:.0f} s (hang or far too slow)",
-                            suggestion="check loop bounds and that every thread reaches each barrier")
-        if proc.returncode != 0 or not out_file.exists():
-            tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
-            kind = "illegal_memory_access" if "ILLEGAL_ADDRESS" in tail or "illegal memory" in tail else "crash"
-            last = tail.splitlines()[-1] if tail else f"exit code {proc.returncode}"
-            log.info("candidate_run_failed", error_type=kind, message=last)
-            return Feedback(stage="launch", status="failed", error_type=kind, message=last, evidence={"stderr_tail": tail},
-                            suggestion="guard every index against the row/column bounds" if kind == "illegal_memory_access" else None)
-        return RunResult.model_validate_json(out_file.read_text())
+    def _sanitize(self, candidate: KernelCandidate, spec: Spec, arch: str, job: RunJob, tmp: Path) -> Feedback:
+        if not self.sanitize:
+            return Feedback(stage="sanitizer", status="not_executed", message="not executed: switched off (SPARSEDITTO_SANITIZE=0)")
+        if find_sanitizer() is None:
+            return Feedback(stage="sanitizer", status="not_executed", message="not executed: compute-sanitizer not found")
+        lined = candidate.model_copy(update={"compile_options": tuple(dict.fromkeys((*candidate.compile_options, "-lineinfo")))})
+        built, _ = compile_candidate(lined, spec, arch)
+        cubin = tmp / f"sanitize-{secrets.token_hex(4)}.cubin"
+        cubin.write_bytes(built.cubin or b"")
+        return sanitizer_stage(job.model_copy(update={"mode": "sanitize", "cubin_path": str(cubin)}), tmp, self.tool_timeout_s)
+
+    def _profile(self, job: RunJob, run: RunResult, tmp: Path) -> Feedback:
+        if not self.profile:
+            return Feedback(stage="profile", status="not_executed", message="not executed: switched off (SPARSEDITTO_PROFILE=0)")
+        if find_ncu() is None:
+            return Feedback(stage="profile", status="not_executed", message="not executed: ncu not found")
+        copy_bw = run.measurement.copy_bandwidth_gbps if run.measurement else None
+        best = run.measurement.best_baseline if run.measurement else None
+        return profile_stage(job.model_copy(update={"mode": "profile"}), tmp, self.tool_timeout_s, copy_bw, best)
 
 
 def make_verifier(arch: str | None = None, force_compile_only: bool = False) -> Verifier:
     """The GPU backend when a CUDA device is usable, else compile-only."""
     from sparseditto.tools.device import detect
 
+    from sparseditto.settings import Settings
+
     facts = detect()
     if facts.gpu and not force_compile_only:
-        return GpuVerifier(arch=arch or facts.gpu["arch"])
+        settings = Settings()
+        return GpuVerifier(arch=arch or facts.gpu["arch"], sanitize=settings.sanitize, profile=settings.profile)
     return CompileOnlyVerifier(arch=arch or "sm_90")

@@ -1,0 +1,137 @@
+"""The GPU stages of verification, each in child processes with a timeout.
+
+run_child: correctness and benchmark in the runner process. sanitizer_stage: the four
+compute-sanitizer tools over a small instance. profile_stage: Nsight Compute over the main shape,
+summarised for the reviewer. A crash, hang or tool failure becomes feedback, never an exception here.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from sparseditto.spec import Spec
+from sparseditto.tools.families import FAMILIES
+from sparseditto.tools.profiler import ProfileSummary, run_ncu, summarize
+from sparseditto.tools.results import Feedback
+from sparseditto.tools.runner import RunJob, RunResult
+from sparseditto.tools.sanitizer import TOOLS, Finding, run_tool
+
+log = structlog.get_logger(__name__)
+
+
+def keep_tool_output(name: str, text: str) -> None:
+    """With SPARSEDITTO_TOOL_OUTPUT_DIR set, keep each tool's raw output (for debugging and parser fixtures)."""
+    folder = os.environ.get("SPARSEDITTO_TOOL_OUTPUT_DIR")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        (Path(folder) / name).write_text(text)
+
+
+def small_shape(spec: Spec) -> dict[str, int]:
+    """The sanitizer's instance: small (the tools slow kernels down 10-100x) and not a multiple of any tile."""
+    symbols = FAMILIES[spec.family].symbols(spec)
+    caps = {"M": 301, "K": 263, "N": 61}
+    return {k: min(symbols[k], cap) for k, cap in caps.items() if k in symbols}
+
+
+def _child_command(job_file: Path, out_file: Path) -> list[str]:
+    return [sys.executable, "-m", "sparseditto.tools.runner", str(job_file), str(out_file)]
+
+
+def run_child(job: RunJob, tmp: Path, timeout_s: float) -> RunResult | Feedback:
+    """The runner in its own process; a hang, crash or missing result becomes launch feedback."""
+    job_file, out_file = tmp / f"job-{job.mode}.json", tmp / f"result-{job.mode}.json"
+    job_file.write_text(job.model_dump_json())
+    try:
+        proc = subprocess.run(_child_command(job_file, out_file), capture_output=True, text=True, timeout=timeout_s,
+                              env=os.environ.copy())
+    except subprocess.TimeoutExpired:
+        return Feedback(stage="launch", status="failed", error_type="timeout",
+                        message=f"the candidate run did not finish within {timeout_s:.0f} s (hang or far too slow)",
+                        suggestion="check loop bounds and that every thread reaches each barrier")
+    if proc.returncode != 0 or not out_file.exists():
+        tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
+        kind = "illegal_memory_access" if "ILLEGAL_ADDRESS" in tail or "illegal memory" in tail else "crash"
+        last = tail.splitlines()[-1] if tail else f"exit code {proc.returncode}"
+        log.info("candidate_run_failed", error_type=kind, message=last)
+        return Feedback(stage="launch", status="failed", error_type=kind, message=last, evidence={"stderr_tail": tail},
+                        suggestion="guard every index against the row/column bounds" if kind == "illegal_memory_access" else None)
+    return RunResult.model_validate_json(out_file.read_text())
+
+
+def sanitizer_stage(job: RunJob, tmp: Path, timeout_s: float) -> Feedback:
+    """memcheck, racecheck, initcheck and synccheck over the small instance; any finding rejects."""
+    job_file, out_file = tmp / "job-sanitize.json", tmp / "result-sanitize.json"
+    job_file.write_text(job.model_dump_json())
+    start = time.perf_counter()
+    findings: list[Finding] = []
+    failures: list[str] = []
+    for tool in TOOLS:
+        found, raw, code = run_tool(tool, _child_command(job_file, out_file), timeout_s)
+        keep_tool_output(f"sanitizer_{tool}_{job.candidate.name}.txt", raw)
+        findings += found
+        if code is None:
+            failures.append(f"{tool}: no answer within {timeout_s:.0f} s")
+        elif code not in (0, 99) and not found:
+            failures.append(f"{tool}: exit code {code}: {raw.strip().splitlines()[-1] if raw.strip() else ''}")
+    seconds = time.perf_counter() - start
+    real = [f for f in findings if f.kind != "sanitizer_failure"] or findings
+    if real:
+        first = real[0]
+        return Feedback(
+            stage="sanitizer", status="failed", error_type=first.kind,
+            message=f"{first.tool}: {first.message}" + (f" in {first.kernel}" if first.kernel else ""),
+            location=first.source or first.kernel,
+            evidence={"findings": [f.model_dump(exclude_none=True) for f in real[:10]], "total": len(real), "seconds": seconds},
+            suggestion={"out_of_bounds": "guard every index against the array bounds (row < M, col < N, j < nnz)",
+                        "uninitialized_read": "read only what the kernel or the runner wrote: initialise workspaces first",
+                        "shared_memory_race": "put __syncthreads() between writing shared memory and reading another thread's part",
+                        "sync_error": "every thread of the block must reach each __syncthreads()",
+                        }.get(first.kind),
+        )
+    if failures:
+        return Feedback(stage="sanitizer", status="error", error_type="sanitizer_failure", message="; ".join(failures),
+                        evidence={"seconds": seconds})
+    return Feedback(stage="sanitizer", status="passed", message=f"{', '.join(TOOLS)} clean ({seconds:.1f} s)",
+                    evidence={"seconds": seconds, "shape": job.small_shape})
+
+
+_BASELINE_PROFILES: dict[str, ProfileSummary] = {}
+
+
+def profile_stage(job: RunJob, tmp: Path, timeout_s: float, copy_bw_gbps: float | None, best_baseline: str | None) -> Feedback:
+    """Nsight Compute on the main shape; the best baseline is profiled once per spec and device for comparison."""
+    start = time.perf_counter()
+    job_file, out_file = tmp / "job-profile.json", tmp / "result-profile.json"
+    job_file.write_text(job.model_dump_json())
+    entries = [k.entry for k in job.candidate.kernels]
+    profiles, raw, code = run_ncu(_child_command(job_file, out_file), entries, timeout_s, profiled_range_only=True)
+    keep_tool_output(f"ncu_{job.candidate.name}.csv", raw)
+    if not profiles:
+        last = raw.strip().splitlines()[-1] if raw.strip() else "no output"
+        return Feedback(stage="profile", status="error", error_type="profiler_failure",
+                        message=f"ncu gave no metrics (exit code {code}): {last}")
+    summary = summarize(profiles, copy_bw_gbps)
+    evidence: dict[str, Any] = {"bottleneck": summary.bottleneck, "key_metrics": summary.key_metrics,
+                                "top_stalls": summary.top_stalls, "kernels": [p.model_dump() for p in summary.kernels]}
+    key = f"{job.spec.model_dump_json(exclude={'name', 'budget'})}|{best_baseline}"
+    if best_baseline and key not in _BASELINE_PROFILES:
+        base_file = tmp / "job-profile-baseline.json"
+        base_file.write_text(job.model_copy(update={"profile_baseline": best_baseline}).model_dump_json())
+        found, raw_base, _ = run_ncu(_child_command(base_file, out_file), [], timeout_s, profiled_range_only=True)
+        keep_tool_output(f"ncu_baseline_{best_baseline}.csv", raw_base)
+        if found:
+            _BASELINE_PROFILES[key] = summarize(found, copy_bw_gbps)
+    if key in _BASELINE_PROFILES:
+        base = _BASELINE_PROFILES[key]
+        evidence["baseline"] = {"name": best_baseline, "bottleneck": base.bottleneck, "key_metrics": base.key_metrics}
+    evidence["seconds"] = time.perf_counter() - start
+    return Feedback(stage="profile", status="passed", message=f"{summary.bottleneck}-bound: {summary.reason}",
+                    evidence=evidence, suggestion=summary.advice)

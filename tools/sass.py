@@ -1,0 +1,105 @@
+"""SASS instruction mix of a compiled candidate, read with nvdisasm: works without a GPU.
+
+What the reviewer wants to know from the machine code without running it: are tensor cores used,
+are global loads 128-bit wide, does anything go through local memory (spills or stack arrays),
+how many barriers and shuffles there are.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from pydantic import BaseModel
+
+_TENSOR = ("HMMA", "HGMMA", "IMMA", "IGMMA", "QGMMA", "BMMA", "BGMMA", "DMMA", "OMMA")
+_FUNCTION = re.compile(r"^\s*\.text\.(\w+):")
+_INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
+
+
+class SassCounts(BaseModel):
+    """Instruction counts of one entry point (static counts, not executed counts)."""
+
+    instructions: int = 0
+    tensor_core: int = 0
+    global_loads: int = 0
+    global_loads_128: int = 0
+    global_stores: int = 0
+    global_stores_128: int = 0
+    local_loads: int = 0
+    local_stores: int = 0
+    shared_loads: int = 0
+    shared_stores: int = 0
+    async_copies: int = 0
+    barriers: int = 0
+    shuffles: int = 0
+
+
+def find_disassembler() -> str | None:
+    """nvdisasm on PATH, else the one the nvidia-cuda-nvdisasm wheel installs next to this Python."""
+    if found := shutil.which("nvdisasm"):
+        return found
+    for root in sys.path:
+        for candidate in Path(root).glob("nvidia/cu*/bin/nvdisasm"):
+            if os.access(candidate, os.X_OK):
+                return str(candidate)
+    return None
+
+
+def _count(counts: SassCounts, op: str) -> None:
+    base = op.split(".")[0]
+    counts.instructions += 1
+    wide = ".128" in op
+    if base in _TENSOR:
+        counts.tensor_core += 1
+    elif base == "LDG":
+        counts.global_loads += 1
+        counts.global_loads_128 += wide
+    elif base == "STG":
+        counts.global_stores += 1
+        counts.global_stores_128 += wide
+    elif base == "LDL":
+        counts.local_loads += 1
+    elif base == "STL":
+        counts.local_stores += 1
+    elif base in ("LDS", "LDSM"):
+        counts.shared_loads += 1
+    elif base in ("STS", "STSM"):
+        counts.shared_stores += 1
+    elif base in ("LDGSTS", "UBLKCP", "UTMALDG", "UTMASTG", "UTMAPF"):
+        counts.async_copies += 1
+    elif base in ("BAR", "SYNCS"):
+        counts.barriers += 1
+    elif base == "SHFL":
+        counts.shuffles += 1
+
+
+def parse_sass(listing: str) -> dict[str, SassCounts]:
+    """Per-function counts from `nvdisasm -c` output."""
+    out: dict[str, SassCounts] = {}
+    current: SassCounts | None = None
+    for line in listing.splitlines():
+        if m := _FUNCTION.match(line):
+            current = out.setdefault(m.group(1), SassCounts())
+        elif current is not None and (m := _INSTRUCTION.search(line)):
+            _count(current, m.group(1))
+    return out
+
+
+def analyse_cubin(cubin: bytes, timeout_s: float = 60.0) -> dict[str, SassCounts] | str:
+    """Counts per entry point, or a one-line reason why the analysis could not run."""
+    tool = find_disassembler()
+    if tool is None:
+        return "not executed: nvdisasm not found (install nvidia-cuda-nvdisasm)"
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        proc = subprocess.run([tool, "-c", f.name], capture_output=True, text=True, timeout=timeout_s)
+    if proc.returncode != 0:
+        return f"nvdisasm failed: {proc.stderr.strip()[:200]}"
+    return parse_sass(proc.stdout)
