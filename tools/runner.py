@@ -161,6 +161,11 @@ def _classify(trials: list[Trial], failed: Trial, outputs: dict[int, tuple[np.nd
     """Name the way a failed trial failed, so that the feedback says what to fix."""
     if not failed.inputs_unchanged:
         return "input_mutation", "the kernel modified one of its inputs"
+    main = [t for t in trials if not t.held_out]
+    if failed.held_out and all(t.passed for t in main):
+        what = (f"{failed.unwritten} elements never written" if failed.unwritten
+                else f"relative error {failed.rel_error:.3g}" if failed.rel_error is not None else "NaN/Inf written")
+        return "held_out_failure", f"correct at the tuned shape but wrong at held-out shape {failed.shape}: {what}"
     if failed.unwritten:
         return "unwritten_output", f"{failed.unwritten} output elements were never written (they still hold the poison)"
     if failed.non_finite:
@@ -170,9 +175,6 @@ def _classify(trials: list[Trial], failed: Trial, outputs: dict[int, tuple[np.nd
     earlier = [outputs[i][1] for i in range(index) if outputs[i][1].shape == out.shape]
     if any(rel_error(out, prev) <= tol for prev in earlier):
         return "stale_result", "the output equals an earlier trial's answer: results are reused across calls instead of computed"
-    main = [t for t in trials if not t.held_out]
-    if failed.held_out and all(t.passed for t in main):
-        return "held_out_failure", f"correct at the tuned shape but wrong at held-out shape {failed.shape} (relative error {failed.rel_error:.3g})"
     if failed.order == "library_first" and all(t.passed for t in main if t.order != "library_first"):
         return "order_dependent", "correct when run first, wrong when the library ran just before it on the same inputs"
     if failed.rel_error is not None and failed.rel_error <= PRECISION_LOSS_MAX and error_is_spread(out, ref):
