@@ -117,7 +117,7 @@ def gate_payload(state: PipelineState) -> dict[str, Any]:
     best = best_iteration(state["iterations"])
     return {
         "question": "The budget is spent. Approve the best kernel so far, extend the search, or abort?",
-        "reason": state.get("budget_reason", "budget spent"),
+        "reason": budget_spent(state) or state.get("budget_reason", "budget spent"),
         "best": {"iteration": best["iteration"], "candidate": best["candidate"],
                  "outcome": describe(VerificationReport.model_validate(best["report"]))} if best else None,
         "why_not_accepted": state["verdicts"][-1]["diagnosis"],
