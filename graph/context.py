@@ -8,10 +8,10 @@ from the environment only.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Literal
 
 from sparseditto.agents.policies import LLM
-from sparseditto.settings import Settings
+from sparseditto.settings import OutputMethod, Settings
 
 
 @dataclass
@@ -23,15 +23,14 @@ class PipelineContext:
     verifier: Any = None
     # which agent policy drives the run: offline, llm, or hybrid (offline first candidate, then llm);
     # None keeps the run's own (the one it started with), else offline
-    policy: str | None = None
+    policy: Literal["offline", "llm", "hybrid"] | None = None
     llm_base_url: str | None = None
     llm_model: str | None = None
     llm_planner_model: str | None = None
     llm_coder_model: str | None = None
     llm_reviewer_model: str | None = None
     llm_temperature: float | None = None
-    # json_schema | function_calling | json_mode
-    llm_output_method: str | None = None
+    llm_output_method: OutputMethod | None = None
     llm_repair_attempts: int | None = None
     llm_token_budget: int | None = None
     llm_cost_budget_usd: float | None = None
