@@ -6,6 +6,7 @@ as `trace.jsonl` (one step per line) and `trace.md` (for a person).
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage
@@ -67,8 +68,6 @@ def message_dict(message: BaseMessage) -> dict[str, str]:
 
 def answer_text(message: AIMessage) -> str:
     """What the model answered: its tool-call arguments when it called the schema's tool, else its text."""
-    import json
-
     if message.tool_calls:
         return json.dumps(message.tool_calls[0]["args"], indent=1)
     return message.content if isinstance(message.content, str) else str(message.content)

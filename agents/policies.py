@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import structlog
+from langchain_core.language_models import BaseChatModel
 
 from sparseditto.agents.coder import first_choice, write_candidate
 from sparseditto.agents.llm_coder import Written, llm_code
@@ -38,7 +39,7 @@ class LLM:
     settings: Settings
     factory: ModelFactory | None = None
 
-    def model(self, role: Role):
+    def model(self, role: Role) -> BaseChatModel:
         if self.factory is not None:
             return self.factory(role)
         check_usable(self.settings)

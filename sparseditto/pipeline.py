@@ -100,7 +100,7 @@ def _context(runs_dir: str, compile_only: bool, verifier: Verifier | None, polic
         settings = context.llm_settings()
     except ValidationError as exc:
         err = exc.errors()[0]
-        raise PolicyError(f"LLM setting {'.'.join(str(p) for p in err['loc'])}: {err['msg']}") from None
+        raise PolicyError(f"setting {'.'.join(str(p) for p in err['loc'])}: {err['msg']}") from None
     if policy in ("llm", "hybrid") and context.chat_models is None:
         check_usable(settings)
     return context

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from conftest import measured_report, wrong_report
 from sparseditto.cli import _endpoint, app
 from sparseditto.errors import PolicyError
+from sparseditto.graph.routing import budget_spent, extended_limits
 from sparseditto.pipeline import resume, run_pipeline
 from sparseditto.settings import Settings
 
@@ -140,3 +141,17 @@ def test_doctor_reports_whether_the_endpoint_answers():
     assert line.startswith(f"{server.url} (replay-model): answers")
     dead = _endpoint(Settings(llm_base_url=server.url, llm_model="replay-model", llm_coder_model="coder-model"))
     assert "coder coder-model" in dead and "no answer" in dead
+
+
+def budget_state(tokens=0, cost=0.0, limits=None, iteration_limit=8):
+    return {"iterations": [{}], "iteration_limit": iteration_limit, "started_at": 1e12, "spec": {"budget": {"wall_seconds": 1e9}},
+            "tokens": {"total": tokens}, "cost_usd": cost, "llm_limits": limits or {}}
+
+
+def test_token_and_cost_budgets_are_spent_like_the_iteration_budget():
+    assert budget_spent(budget_state(tokens=10**6)) is None  # no LLM budget set: unlimited
+    assert budget_spent(budget_state(tokens=999, limits={"tokens": 1000})) is None
+    assert budget_spent(budget_state(tokens=1000, limits={"tokens": 1000})) == "token budget spent (1000 of 1000)"
+    assert budget_spent(budget_state(cost=0.5, limits={"tokens": None, "cost_usd": 0.5})).startswith("cost budget spent ($0.5000")
+    state = budget_state(tokens=900, cost=0.25, limits={"tokens": 800, "cost_usd": 0.2}, iteration_limit=4)
+    assert extended_limits(state, 2) == {"tokens": 1300, "cost_usd": pytest.approx(0.35)}
