@@ -17,6 +17,7 @@ from llm.scripted import ScriptedChatModel, answer
 from typer.testing import CliRunner
 
 from conftest import measured_report, wrong_report
+from sparseditto import cli as cli_module
 from sparseditto.cli import _endpoint, app
 from sparseditto.errors import PolicyError
 from sparseditto.graph.routing import budget_spent, extended_limits
@@ -27,6 +28,13 @@ PLAN = {"strategies": [{"kernel": "spmm_csr_rowsplit", "start": {"VW": 4, "WARPS
         "target_speedup": 2.0}
 FIRST_FAILURE = "relative error 0.5 exceeds the tolerance 1e-05"
 DIRECTION = "write one thread per output element with a row guard"
+
+
+@pytest.fixture
+def cli(monkeypatch):
+    """Runs the CLI in-process; its log setup is skipped, since it binds the loggers to the runner's stream."""
+    monkeypatch.setattr(cli_module, "configure_logging", lambda verbose: None)
+    return lambda *args: CliRunner().invoke(app, [str(a) for a in args])
 
 
 def first_wrong_then_fast(candidate, n):
@@ -124,13 +132,13 @@ def test_the_token_budget_stops_the_run_at_the_gate_and_extending_grants_more(tm
     assert steps[-1]["node"] == "reviewer" and steps[-1]["fallback"].startswith("token budget spent (560 of 470)")
 
 
-def test_llm_policy_without_a_model_is_refused_in_one_line(tmp_path, tiny_spmm_dict, monkeypatch, examples_dir):
+def test_llm_policy_without_a_model_is_refused_in_one_line(tmp_path, tiny_spmm_dict, monkeypatch, examples_dir, cli):
     monkeypatch.delenv("SPARSEDITTO_LLM_MODEL", raising=False)
     with pytest.raises(PolicyError, match="needs a model"):
         run_pipeline(tiny_spmm_dict, runs_dir=str(tmp_path), policy="llm")
     with pytest.raises(PolicyError, match="llm_output_method"):
         run_pipeline(tiny_spmm_dict, runs_dir=str(tmp_path), policy="llm", llm={"llm_model": "m", "llm_output_method": "xml"})
-    out = CliRunner().invoke(app, ["run", str(examples_dir / "small_spmm.yaml"), "--policy", "llm", "--runs-dir", str(tmp_path)])
+    out = cli("run", examples_dir / "small_spmm.yaml", "--policy", "llm", "--runs-dir", tmp_path)
     assert out.exit_code == 2 and "needs a model" in out.output and "Traceback" not in out.output
 
 
@@ -155,3 +163,19 @@ def test_token_and_cost_budgets_are_spent_like_the_iteration_budget():
     assert budget_spent(budget_state(cost=0.5, limits={"tokens": None, "cost_usd": 0.5})).startswith("cost budget spent ($0.5000")
     state = budget_state(tokens=900, cost=0.25, limits={"tokens": 800, "cost_usd": 0.2}, iteration_limit=4)
     assert extended_limits(state, 2) == {"tokens": 1300, "cost_usd": pytest.approx(0.35)}
+
+
+def test_cli_llm_run_compiles_the_model_kernels_without_a_gpu(tmp_path, examples_dir, cli):
+    """`sparseditto run --policy llm --compile-only` with the default json_schema output, one 429 retried."""
+    as_json = json.dumps
+    replies = [completion(content=as_json(PLAN)), error(429), completion(content=as_json(reference())),
+               completion(content=as_json({"decision": "revise", "bottleneck": "nothing measured", "direction": DIRECTION})),
+               completion(content=as_json(new_kernel())),
+               completion(content=as_json({"decision": "stop", "bottleneck": "no GPU: nothing can be measured"}))]
+    with ReplayServer(replies) as server:
+        out = cli("run", examples_dir / "small_spmm.yaml", "--policy", "llm", "--compile-only", "--model", "replay-model",
+                  "--base-url", server.url, "--runs-dir", tmp_path, "--on-budget", "abort")
+    assert out.exit_code == 0, out.output
+    assert "spmm_thread_per_output(COLS=32): compiled; GPU stages not executed" in out.output
+    assert "compiled_only" in out.output and "750 (600 prompt, 150 completion)" in out.output
+    assert all(r["response_format"]["type"] == "json_schema" for r in server.requests)
