@@ -83,6 +83,11 @@ def _ask_gate(result: PipelineResult, runs_dir: str, compile_only: bool, llm: di
     return result
 
 
+def _llm_options(**options: Any) -> dict[str, Any]:
+    """The LLM options given on the command line, as run_pipeline's `llm` overrides."""
+    return {f"llm_{name}": value for name, value in options.items() if value is not None}
+
+
 def _fail(exc: SparseDittoError) -> None:
     console.print(f"[red]error:[/] {exc}")
     raise typer.Exit(exc.exit_code)
@@ -113,8 +118,8 @@ def run(
     if when_spent not in ("ask", "approve", "abort"):
         _fail(SparseDittoError(f"--on-budget: {when_spent!r} is not one of ask, approve, abort"))
     folder = runs_dir or settings.runs_dir
-    llm = {k: v for k, v in {"llm_model": model, "llm_base_url": base_url, "llm_output_method": output_method,
-                             "llm_token_budget": token_budget, "llm_cost_budget_usd": cost_budget}.items() if v is not None}
+    llm = _llm_options(model=model, base_url=base_url, output_method=output_method, token_budget=token_budget,
+                       cost_budget_usd=cost_budget)
     try:
         with Progress() as progress:
             result = run_pipeline(spec, on_budget=when_spent, budget=budget, runs_dir=folder,  # type: ignore[arg-type]
@@ -135,17 +140,20 @@ def resume_cmd(
     runs_dir: Annotated[str | None, typer.Option(help="where runs and checkpoints are kept")] = None,
     compile_only: Annotated[bool, typer.Option("--compile-only")] = False,
     policy: Annotated[str | None, typer.Option(help="change the agent policy: offline | llm | hybrid (default: the run's own)")] = None,
+    model: Annotated[str | None, typer.Option(help="LLM model for every role (SPARSEDITTO_LLM_MODEL)")] = None,
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint (SPARSEDITTO_LLM_BASE_URL)")] = None,
 ) -> None:
     """Answer a run's approval gate."""
     chosen = [a for a, on in (("approve", approve), (f"extend {extend}", extend is not None), ("abort", abort)) if on]
     if len(chosen) != 1:
         _fail(SparseDittoError("give exactly one of --approve, --extend N, --abort"))
     folder = runs_dir or Settings().runs_dir
+    llm = _llm_options(model=model, base_url=base_url)
     try:
         with Progress() as progress:
             result = resume(run_id, chosen[0], runs_dir=folder, compile_only=compile_only, on_event=progress,
-                            policy=policy)  # type: ignore[arg-type]
-        result = _ask_gate(result, folder, compile_only)
+                            policy=policy, llm=llm)  # type: ignore[arg-type]
+        result = _ask_gate(result, folder, compile_only, llm)
     except SparseDittoError as exc:
         _fail(exc)
     _show(result)
