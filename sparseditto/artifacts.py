@@ -195,10 +195,9 @@ def write_artifacts(state: dict[str, Any], status: str, runs_dir: str) -> Path:
 
 def write_candidate_from(iteration: dict[str, Any]) -> KernelCandidate:
     """The candidate an iteration verified (kept in its record; older records are rebuilt from their choice)."""
-    from sparseditto.agents.coder import write_candidate
-
     if iteration.get("kernel"):
         return KernelCandidate.model_validate(iteration["kernel"])
+    from sparseditto.agents.coder import write_candidate
     from sparseditto.agents.schemas import Choice
 
     return write_candidate(Choice.model_validate(iteration["choice"]))

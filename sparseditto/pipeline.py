@@ -13,9 +13,9 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import Command
 from pydantic import BaseModel, ValidationError
 
+from sparseditto.agents.llm_models import check_usable
 from sparseditto.errors import PolicyError, ResumeError, RunNotFoundError
 from sparseditto.graph.builder import builder
-from sparseditto.agents.llm_models import check_usable
 from sparseditto.graph.context import LLM_OPTIONS, PipelineContext
 from sparseditto.spec import Spec, load_spec, parse_spec
 from sparseditto.tools.verifier import Verifier
