@@ -44,7 +44,9 @@ def describe(report: VerificationReport) -> str:
 
 
 def _neighbours(plan: Plan, choice: Choice, dtype: str) -> list[Choice]:
-    strategy = next(s for s in plan.strategies if s.kernel == choice.kernel)
+    strategy = next((s for s in plan.strategies if s.kernel == choice.kernel), None)
+    if strategy is None:  # a kernel the LLM coder wrote: it has no search space
+        return []
     out = []
     for name, values in strategy.space.items():
         if choice.params.get(name) not in values:

@@ -17,13 +17,12 @@ from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 from pydantic import BaseModel, Field, ValidationError
 
-from sparseditto.agents.coder import first_choice, write_candidate
-from sparseditto.agents.planner import offline_plan
+from sparseditto.agents.policies import accounting, code_step, plan_step, review_step
 from sparseditto.agents.retriever import retrieve
-from sparseditto.agents.reviewer import best_iteration, describe, offline_review
-from sparseditto.agents.schemas import Choice, Plan
+from sparseditto.agents.reviewer import best_iteration, describe
+from sparseditto.agents.schemas import Plan, References
 from sparseditto.graph.context import PipelineContext
-from sparseditto.graph.routing import budget_spent
+from sparseditto.graph.routing import budget_spent, extended_limits, llm_budget_spent
 from sparseditto.graph.state import PipelineState
 from sparseditto.spec import Spec, parse_spec
 from sparseditto.tools.contract import KernelCandidate
@@ -40,11 +39,13 @@ def _emit(event: str, **data: Any) -> None:
         pass
 
 
-async def planner(state: PipelineState) -> dict[str, Any]:
+async def planner(state: PipelineState, runtime: Runtime[PipelineContext]) -> dict[str, Any]:
     """Also completes the run's bookkeeping when a run starts from a bare spec (LangGraph Studio)."""
+    ctx = runtime.context or PipelineContext()
     spec = parse_spec(state["spec"])
-    _emit("planning", spec=spec.name)
-    plan = await asyncio.to_thread(offline_plan, spec)
+    policy, llm = ctx.run_policy(state), ctx.llm()
+    _emit("planning", spec=spec.name, policy=policy)
+    plan, step = await asyncio.to_thread(plan_step, spec, policy, llm)
     _emit("planned", strategies=[s.kernel for s in plan.strategies], features=plan.features)
     return {
         "spec": spec.model_dump(mode="json"),
@@ -53,6 +54,10 @@ async def planner(state: PipelineState) -> dict[str, Any]:
         "started_at": state.get("started_at") or time.time(),
         "iteration_limit": state.get("iteration_limit") or spec.budget.iterations,
         "on_budget": state.get("on_budget", "ask"),
+        "policy": policy,
+        "llm_limits": state.get("llm_limits") or {"tokens": llm.settings.llm_token_budget,
+                                                  "cost_usd": llm.settings.llm_cost_budget_usd},
+        **accounting(step),
     }
 
 
@@ -62,15 +67,14 @@ async def retriever(state: PipelineState) -> dict[str, Any]:
     return {"references": refs.model_dump()}
 
 
-async def coder(state: PipelineState) -> dict[str, Any]:
-    verdicts = state.get("verdicts", [])
-    if verdicts and verdicts[-1].get("next"):
-        choice = Choice.model_validate(verdicts[-1]["next"])
-    else:
-        choice = first_choice(Plan.model_validate(state["plan"]))
-    candidate = write_candidate(choice)
-    _emit("candidate", iteration=len(state.get("iterations", [])) + 1, label=candidate.label())
-    return {"choice": choice.model_dump(), "candidate": candidate.model_dump()}
+async def coder(state: PipelineState, runtime: Runtime[PipelineContext]) -> dict[str, Any]:
+    ctx = runtime.context or PipelineContext()
+    (choice, candidate), step = await asyncio.to_thread(
+        code_step, Spec.model_validate(state["spec"]), Plan.model_validate(state["plan"]),
+        References.model_validate(state["references"]), state.get("candidate"), state.get("iterations", []),
+        state.get("verdicts", []), ctx.run_policy(state), ctx.llm(), llm_budget_spent(state))
+    _emit("candidate", iteration=len(state.get("iterations", [])) + 1, label=candidate.label(), origin=candidate.origin)
+    return {"choice": choice.model_dump(), "candidate": candidate.model_dump(), **accounting(step)}
 
 
 async def tool(state: PipelineState, runtime: Runtime[PipelineContext]) -> dict[str, Any]:
@@ -84,17 +88,18 @@ async def tool(state: PipelineState, runtime: Runtime[PipelineContext]) -> dict[
     report: VerificationReport = await asyncio.to_thread(verifier.verify, candidate, spec)
     seconds = time.perf_counter() - start
     _emit("verified", iteration=iteration, label=candidate.label(), outcome=describe(report), seconds=round(seconds, 2))
-    record = {"iteration": iteration, "choice": state["choice"], "candidate": candidate.label(),
+    record = {"iteration": iteration, "choice": state["choice"], "candidate": candidate.label(), "kernel": state["candidate"],
               "backend": verifier.backend, "seconds": seconds, "report": report.model_dump(mode="json")}
     return {"iterations": [record]}
 
 
-async def reviewer(state: PipelineState) -> dict[str, Any]:
-    spec = Spec.model_validate(state["spec"])
+async def reviewer(state: PipelineState, runtime: Runtime[PipelineContext]) -> dict[str, Any]:
+    ctx = runtime.context or PipelineContext()
     reason = budget_spent(state)
-    verdict = offline_review(Plan.model_validate(state["plan"]), state["iterations"], spec.dtype,
-                             state["iterations"][-1]["backend"], budget_left=reason is None)
-    update: dict[str, Any] = {"verdicts": [verdict.model_dump()]}
+    verdict, step = await asyncio.to_thread(
+        review_step, Spec.model_validate(state["spec"]), Plan.model_validate(state["plan"]), state["iterations"],
+        state.get("verdicts", []), reason is None, ctx.run_policy(state), ctx.llm(), llm_budget_spent(state))
+    update: dict[str, Any] = {"verdicts": [verdict.model_dump()], **accounting(step)}
     if verdict.decision == "revise" and reason:
         update["budget_reason"] = reason
     _emit("reviewed", decision=verdict.decision, diagnosis=verdict.diagnosis, direction=verdict.direction)
@@ -112,7 +117,7 @@ def gate_payload(state: PipelineState) -> dict[str, Any]:
     best = best_iteration(state["iterations"])
     return {
         "question": "The budget is spent. Approve the best kernel so far, extend the search, or abort?",
-        "reason": state.get("budget_reason", "budget spent"),
+        "reason": budget_spent(state) or state.get("budget_reason", "budget spent"),
         "best": {"iteration": best["iteration"], "candidate": best["candidate"],
                  "outcome": describe(VerificationReport.model_validate(best["report"]))} if best else None,
         "why_not_accepted": state["verdicts"][-1]["diagnosis"],
@@ -133,6 +138,7 @@ async def human_gate(state: PipelineState) -> dict[str, Any]:
     update: dict[str, Any] = {"human": decision.model_dump()}
     if decision.action == "extend":
         update["iteration_limit"] = len(state["iterations"]) + max(1, decision.iterations)
+        update["llm_limits"] = extended_limits(state, max(1, decision.iterations))
         update["started_at"] = time.time()
     _emit("human", **decision.model_dump())
     return update

@@ -1,4 +1,5 @@
-"""A run's artifacts: the kernel source, a standalone launcher, the build command, report.md, result.json."""
+"""A run's artifacts: the kernel source, a standalone launcher, the build command, report.md, result.json,
+and under an LLM policy the trace of every model call (trace.jsonl, trace.md)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from sparseditto.agents.llm_trace import render_markdown
 from sparseditto.agents.reviewer import best_iteration, describe
 from sparseditto.spec import Spec
 from sparseditto.tools.compiler import DTYPE_CODES
@@ -148,8 +150,27 @@ def _report_md(state: dict[str, Any], status: str, best: dict[str, Any] | None) 
         lines.append(f"| {it['iteration']} | `{it['candidate']}` | {it['backend']} | {outcome} | {verdict['decision']}: {verdict.get('direction') or verdict['diagnosis']} |")
     if state.get("human"):
         lines += ["", f"Approval gate answer: {state['human']}."]
+    lines += _llm_md(state)
     lines += ["", "Rebuild: `sh build.sh` (nvcc) or run `launch.py`, which compiles `kernel.cu` with NVRTC.", ""]
     return "\n".join(lines)
+
+
+def _llm_md(state: dict[str, Any]) -> list[str]:
+    """Policy, tokens and cost per node and for the run; nothing for a purely offline run."""
+    if not state.get("llm_trace"):
+        return []
+    t = state.get("tokens", {})
+    lines = ["", f"## LLM ({state.get('policy')} policy)", "",
+             f"Tokens: {t.get('prompt', 0)} prompt + {t.get('completion', 0)} completion = {t.get('total', 0)}; "
+             f"cost ${state.get('cost_usd', 0.0):.4f}. Every prompt and answer: `trace.md`.", "",
+             "| node | calls | prompt | completion | total | cost USD |", "|---|---|---|---|---|---|"]
+    for node, n in state.get("node_tokens", {}).items():
+        lines.append(f"| {node} | {n.get('calls', 0)} | {n.get('prompt', 0)} | {n.get('completion', 0)} | {n.get('total', 0)} "
+                     f"| {n.get('cost_usd', 0.0):.4f} |")
+    fallbacks = [f"{s['node']} (iteration {s['iteration']}): {s['fallback']}" for s in state["llm_trace"] if s.get("fallback")]
+    if fallbacks:
+        lines += ["", "Steps done by the offline policy instead: " + "; ".join(fallbacks) + "."]
+    return lines
 
 
 def write_artifacts(state: dict[str, Any], status: str, runs_dir: str) -> Path:
@@ -164,12 +185,18 @@ def write_artifacts(state: dict[str, Any], status: str, runs_dir: str) -> Path:
         (folder / "launch.py").write_text(launcher_source(candidate, spec, arch))
         (folder / "build.sh").write_text(f"nvcc -cubin -O3 -std=c++17 -arch={arch} kernel.cu -o kernel.cubin\n")
     (folder / "report.md").write_text(_report_md(state, status, best))
-    result = {k: v for k, v in state.items() if k != "candidate"}
+    if state.get("llm_trace"):
+        (folder / "trace.jsonl").write_text("".join(json.dumps(step) + "\n" for step in state["llm_trace"]))
+        (folder / "trace.md").write_text(render_markdown(state["llm_trace"], state["run_id"]))
+    result = {k: v for k, v in state.items() if k not in ("candidate", "llm_trace")}
     (folder / "result.json").write_text(json.dumps({**result, "status": status, "best_iteration": best["iteration"] if best else None}, indent=1, default=str))
     return folder
 
 
 def write_candidate_from(iteration: dict[str, Any]) -> KernelCandidate:
+    """The candidate an iteration verified (kept in its record; older records are rebuilt from their choice)."""
+    if iteration.get("kernel"):
+        return KernelCandidate.model_validate(iteration["kernel"])
     from sparseditto.agents.coder import write_candidate
     from sparseditto.agents.schemas import Choice
 

@@ -35,7 +35,9 @@ class Progress:
 
     def __call__(self, event: dict[str, Any]) -> None:
         kind = event.get("event")
-        if kind == "planned":
+        if kind == "candidate" and event.get("origin") == "llm":
+            self.status.update(f"iteration {event['iteration']}: the model wrote {event['label']}")
+        elif kind == "planned":
             console.print(f"[bold]plan[/]: {', '.join(event['strategies'])}")
         elif kind == "verifying":
             self.status.update(f"iteration {event['iteration']}: verifying {event['label']} ({event['backend']})")
@@ -58,12 +60,15 @@ def _show(result: PipelineResult) -> None:
         if m:
             vs = f", {m['speedup_vs_best']:.2f}x vs {m['best_baseline']}" if m.get("speedup_vs_best") else ""
             table.add_row("time", f"{m['median_us']:.1f} us ({m['bandwidth_fraction']:.0%} of the bandwidth floor{vs})")
+    if result.tokens:
+        table.add_row("LLM tokens", f"{result.tokens.get('total', 0)} ({result.tokens.get('prompt', 0)} prompt, "
+                      f"{result.tokens.get('completion', 0)} completion), ${result.cost_usd:.4f} ({result.policy} policy)")
     if result.artifacts_dir:
         table.add_row("artifacts", result.artifacts_dir)
     console.print(table)
 
 
-def _ask_gate(result: PipelineResult, runs_dir: str, compile_only: bool) -> PipelineResult:
+def _ask_gate(result: PipelineResult, runs_dir: str, compile_only: bool, llm: dict[str, Any] | None = None) -> PipelineResult:
     """On a terminal, answer the approval gate right here until the run finishes."""
     while result.status == "awaiting_approval" and sys.stdin.isatty():
         gate = result.gate or {}
@@ -72,10 +77,15 @@ def _ask_gate(result: PipelineResult, runs_dir: str, compile_only: bool) -> Pipe
             console.print(f"best so far: {gate['best']['candidate']}: {gate['best']['outcome']}")
         answer = Prompt.ask("approve, extend N, or abort", default="approve")
         with Progress() as progress:
-            result = resume(result.run_id, answer, runs_dir=runs_dir, compile_only=compile_only, on_event=progress)
+            result = resume(result.run_id, answer, runs_dir=runs_dir, compile_only=compile_only, on_event=progress, llm=llm)
     if result.status == "awaiting_approval":
         console.print(f"waiting at the approval gate: sparseditto resume {result.run_id} --approve | --extend N | --abort")
     return result
+
+
+def _llm_options(**options: Any) -> dict[str, Any]:
+    """The LLM options given on the command line, as run_pipeline's `llm` overrides."""
+    return {f"llm_{name}": value for name, value in options.items() if value is not None}
 
 
 def _fail(exc: SparseDittoError) -> None:
@@ -95,18 +105,27 @@ def run(
     on_budget: Annotated[str | None, typer.Option(help="when the budget is spent: ask | approve | abort")] = None,
     runs_dir: Annotated[str | None, typer.Option(help="where runs and checkpoints are kept")] = None,
     compile_only: Annotated[bool, typer.Option("--compile-only", help="do not use the GPU even if one is found")] = False,
+    policy: Annotated[str | None, typer.Option(help="agent policy: offline | llm | hybrid")] = None,
+    model: Annotated[str | None, typer.Option(help="LLM model for every role (SPARSEDITTO_LLM_MODEL)")] = None,
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint (SPARSEDITTO_LLM_BASE_URL)")] = None,
+    output_method: Annotated[str | None, typer.Option(help="structured output: json_schema | function_calling | json_mode")] = None,
+    token_budget: Annotated[int | None, typer.Option(min=1, help="LLM tokens the run may spend")] = None,
+    cost_budget: Annotated[float | None, typer.Option(help="LLM cost in USD the run may spend")] = None,
 ) -> None:
     """Plan, write, verify and benchmark kernels for SPEC until one is accepted or the budget is spent."""
     settings = Settings()
-    policy = on_budget or settings.on_budget
-    if policy not in ("ask", "approve", "abort"):
-        _fail(SparseDittoError(f"--on-budget: {policy!r} is not one of ask, approve, abort"))
+    when_spent = on_budget or settings.on_budget
+    if when_spent not in ("ask", "approve", "abort"):
+        _fail(SparseDittoError(f"--on-budget: {when_spent!r} is not one of ask, approve, abort"))
     folder = runs_dir or settings.runs_dir
+    llm = _llm_options(model=model, base_url=base_url, output_method=output_method, token_budget=token_budget,
+                       cost_budget_usd=cost_budget)
     try:
         with Progress() as progress:
-            result = run_pipeline(spec, on_budget=policy, budget=budget, runs_dir=folder,  # type: ignore[arg-type]
-                                  compile_only=compile_only or settings.compile_only, on_event=progress)
-        result = _ask_gate(result, folder, compile_only or settings.compile_only)
+            result = run_pipeline(spec, on_budget=when_spent, budget=budget, runs_dir=folder,  # type: ignore[arg-type]
+                                  compile_only=compile_only or settings.compile_only, on_event=progress,
+                                  policy=policy or settings.policy, llm=llm)  # type: ignore[arg-type]
+        result = _ask_gate(result, folder, compile_only or settings.compile_only, llm)
     except SparseDittoError as exc:
         _fail(exc)
     _show(result)
@@ -120,19 +139,38 @@ def resume_cmd(
     abort: Annotated[bool, typer.Option("--abort", help="stop without accepting")] = False,
     runs_dir: Annotated[str | None, typer.Option(help="where runs and checkpoints are kept")] = None,
     compile_only: Annotated[bool, typer.Option("--compile-only")] = False,
+    policy: Annotated[str | None, typer.Option(help="change the agent policy: offline | llm | hybrid (default: the run's own)")] = None,
+    model: Annotated[str | None, typer.Option(help="LLM model for every role (SPARSEDITTO_LLM_MODEL)")] = None,
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint (SPARSEDITTO_LLM_BASE_URL)")] = None,
 ) -> None:
     """Answer a run's approval gate."""
     chosen = [a for a, on in (("approve", approve), (f"extend {extend}", extend is not None), ("abort", abort)) if on]
     if len(chosen) != 1:
         _fail(SparseDittoError("give exactly one of --approve, --extend N, --abort"))
     folder = runs_dir or Settings().runs_dir
+    llm = _llm_options(model=model, base_url=base_url)
     try:
         with Progress() as progress:
-            result = resume(run_id, chosen[0], runs_dir=folder, compile_only=compile_only, on_event=progress)
-        result = _ask_gate(result, folder, compile_only)
+            result = resume(run_id, chosen[0], runs_dir=folder, compile_only=compile_only, on_event=progress,
+                            policy=policy, llm=llm)  # type: ignore[arg-type]
+        result = _ask_gate(result, folder, compile_only, llm)
     except SparseDittoError as exc:
         _fail(exc)
     _show(result)
+
+
+def _endpoint(settings: Settings) -> str:
+    """The LLM endpoint, its models per role, and whether it answers a one-token request."""
+    from sparseditto.agents.llm_models import ping
+
+    if not settings.llm_base_url and not settings.llm_api_key:
+        return "not set (SPARSEDITTO_LLM_BASE_URL, or OPENAI_API_KEY for OpenAI): offline expert policy"
+    where = settings.llm_base_url or "OpenAI (api.openai.com)"
+    models = {role: settings.model_for(role) for role in ("planner", "coder", "reviewer")}
+    if not models["coder"]:
+        return f"{where}: no model set (SPARSEDITTO_LLM_MODEL)"
+    names = models["coder"] if len(set(models.values())) == 1 else ", ".join(f"{r} {m}" for r, m in models.items())
+    return f"{where} ({names}): {ping(settings)}"
 
 
 @app.command()
@@ -153,8 +191,7 @@ def doctor() -> None:
         table.add_row(name, path or "not on PATH")
     for name, version in libs.items():
         table.add_row(name, version)
-    table.add_row("LLM endpoint", f"{settings.llm_base_url} ({settings.llm_model})" if settings.llm_base_url
-                  else "not set (SPARSEDITTO_LLM_BASE_URL): offline expert policy")
+    table.add_row("LLM endpoint", _endpoint(settings))
     console.print(table)
     structlog.get_logger(__name__).debug("doctor", gpu=facts.gpu)
 

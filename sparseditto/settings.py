@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from typing import Literal
 
+from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+Role = Literal["planner", "coder", "reviewer"]
+OutputMethod = Literal["json_schema", "function_calling", "json_mode"]
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="SPARSEDITTO_")
+    model_config = SettingsConfigDict(env_prefix="SPARSEDITTO_", populate_by_name=True)
 
     runs_dir: str = "runs"
     on_budget: Literal["ask", "approve", "abort"] = "ask"
@@ -18,5 +22,30 @@ class Settings(BaseSettings):
     # GPU verification stages after correctness and timing (each needs its tool on PATH)
     sanitize: bool = True
     profile: bool = True
+
+    # --- LLM policy: any OpenAI-compatible chat-completions endpoint (OpenAI, vLLM, Ollama, LM Studio) ---
     llm_base_url: str | None = None
     llm_model: str | None = None
+    # a model per role; unset roles use llm_model
+    llm_planner_model: str | None = None
+    llm_coder_model: str | None = None
+    llm_reviewer_model: str | None = None
+    llm_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("llm_api_key", "SPARSEDITTO_LLM_API_KEY", "OPENAI_API_KEY"))
+    llm_temperature: float = Field(0.2, ge=0.0, le=2.0)
+    llm_timeout_s: float = Field(120.0, gt=0)
+    # transport retries of the client (429, 5xx, timeouts), with its backoff
+    llm_max_retries: int = Field(2, ge=0, le=10)
+    llm_output_method: OutputMethod = "json_schema"
+    # how many times an answer that does not validate is sent back with the error before the offline policy takes over
+    llm_repair_attempts: int = Field(2, ge=0, le=10)
+    # budgets for the whole run; None is unlimited
+    llm_token_budget: int | None = Field(None, ge=1)
+    llm_cost_budget_usd: float | None = Field(None, gt=0)
+    # prices per 1000 tokens, for the cost in reports and the cost budget; 0 when unknown
+    llm_prompt_usd_per_1k: float = Field(0.0, ge=0)
+    llm_completion_usd_per_1k: float = Field(0.0, ge=0)
+
+    def model_for(self, role: Role) -> str | None:
+        """The model a role uses: its own setting, else llm_model."""
+        return getattr(self, f"llm_{role}_model") or self.llm_model
