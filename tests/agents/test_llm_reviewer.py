@@ -33,7 +33,7 @@ def review(model, spec, plan, iterations, budget_left=True):
 def test_the_prompt_shows_timings_sanitizer_findings_and_metrics(tiny_spmm, plan, measured_report):
     report = measured_report("k(VW=4)", median_us=90.0, speedup=0.8)
     report.feedback += [
-        Feedback(stage="sanitizer", status="failed", error_type="race", message="racecheck: 2 hazards",
+        Feedback(stage="sanitizer", status="failed", error_type="shared_memory_race", message="racecheck: 2 hazards",
                  evidence={"hazard": "shared write-after-read at smem[12]"}),
         Feedback(stage="profile", status="passed", message="selected metrics",
                  evidence={"dram__throughput.avg.pct_of_peak_sustained_elapsed": 31.5}),
