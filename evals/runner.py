@@ -1,0 +1,225 @@
+"""The batch runner: the pipeline over every spec of a suite, in worker processes, resumably.
+
+Each spec's record is appended to results.jsonl by this (the parent) process as soon as the spec
+finishes, so an interrupted evaluation keeps every finished spec and `resume` runs only the rest.
+Workers are spawned processes, one per GPU (CUDA_VISIBLE_DEVICES pinned before CUDA is touched) or N
+of them without GPUs; a worker that dies takes only its current spec down, recorded as an error.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import queue
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+import structlog
+from pydantic import BaseModel
+
+from sparseditto.errors import EvalError, PolicyError
+from sparseditto.evals.records import ResultLog, SpecRecord, measured_fields, read_result_json
+from sparseditto.evals.suite import Suite, SuiteSpec
+from sparseditto.pipeline import AVAILABLE_POLICIES
+
+log = structlog.get_logger(__name__)
+
+EventHandler = Callable[[dict[str, Any]], None]
+
+
+class EvalConfig(BaseModel):
+    policy: Literal["offline", "llm", "hybrid"] = "offline"
+    budget: int | None = None
+    compile_only: bool = False
+    workers: int = 1
+    gpus: list[int] | None = None
+    out: Path
+
+
+class Job(BaseModel):
+    entry: SuiteSpec
+    config: EvalConfig
+
+
+RunFn = Callable[[Job], SpecRecord]
+
+
+def run_spec(job: Job) -> SpecRecord:
+    """Run the pipeline on one spec (budget spent -> approve the best) and turn its result into a record."""
+    from sparseditto.pipeline import run_pipeline
+
+    cfg, entry = job.config, job.entry
+    base = dict(suite=entry.suite, spec_id=entry.id, tags=entry.tags, policy=cfg.policy, budget=cfg.budget,
+                compile_only=cfg.compile_only)
+    start = time.perf_counter()
+    try:
+        result = run_pipeline(entry.spec, policy=cfg.policy, on_budget="approve", budget=cfg.budget,
+                              runs_dir=str(cfg.out / "runs"), compile_only=cfg.compile_only,
+                              run_id=f"{entry.id}-{uuid.uuid4().hex[:6]}")
+    except Exception as exc:  # one spec's failure must not stop the suite
+        log.warning("spec_failed", spec=entry.id, error=repr(exc))
+        return SpecRecord(**base, status="error", error=f"{type(exc).__name__}: {exc}", seconds=time.perf_counter() - start)
+    return SpecRecord(**base, status=result.status, run_id=result.run_id, artifacts_dir=result.artifacts_dir,
+                      tokens=result.tokens, seconds=time.perf_counter() - start,
+                      **measured_fields(read_result_json(result.artifacts_dir)))
+
+
+def check_config(config: EvalConfig, gpu_count: Callable[[], int | None]) -> None:
+    """Refuse, before anything runs, options that cannot work: every spec would fail the same way."""
+    if config.policy not in AVAILABLE_POLICIES:
+        raise PolicyError(f"--policy {config.policy}: not available here; available: {', '.join(AVAILABLE_POLICIES)}")
+    if config.gpus is not None:
+        if config.compile_only:
+            raise EvalError("--gpus and --compile-only exclude each other: compile-only runs use no GPU")
+        found = gpu_count()
+        bad = [g for g in config.gpus if found is None or g >= found]
+        if bad:
+            raise EvalError(f"--gpus: no GPU {', '.join(map(str, bad))} on this machine ({found or 0} found)")
+        if len(set(config.gpus)) != len(config.gpus):
+            raise EvalError("--gpus: each GPU once (one worker per GPU)")
+    elif config.workers > 1 and not config.compile_only and gpu_count():
+        raise EvalError("--workers > 1 would time several kernels on one GPU at once; use --gpus 0,1,... or --compile-only")
+
+
+def _check_resumable(previous: list[SpecRecord], config: EvalConfig, resume: bool, path: Path) -> None:
+    if previous and not resume:
+        raise EvalError(f"{path} already holds {len(previous)} results; pass --resume to continue it or choose another --out")
+    for r in previous:
+        theirs = (r.policy, r.budget, r.compile_only)
+        ours = (config.policy, config.budget, config.compile_only)
+        if theirs != ours:
+            raise EvalError(f"--resume: {path} was made with policy {r.policy}, budget {r.budget}, compile_only "
+                            f"{r.compile_only}; this eval asks for {config.policy}, {config.budget}, {config.compile_only}")
+
+
+def _worker(slot: int, env: dict[str, str], run_fn: RunFn, tasks: Any, results: Any) -> None:
+    os.environ.update(env)
+    try:
+        for payload in iter(tasks.get, None):
+            job = Job.model_validate_json(payload)
+            results.put(("started", slot, job.entry.id))
+            results.put(("finished", slot, run_fn(job).model_dump_json()))
+    except KeyboardInterrupt:  # Ctrl-C reaches every process of the terminal; the parent reports it
+        return
+
+
+class _Pool:
+    """Spawned worker processes sharing one task queue; a dead worker's spec is recorded as an error and it is replaced."""
+
+    def __init__(self, envs: list[dict[str, str]], run_fn: RunFn, jobs: list[Job]) -> None:
+        self.ctx = mp.get_context("spawn")
+        self.envs, self.run_fn = envs, run_fn
+        self.tasks, self.results = self.ctx.Queue(), self.ctx.Queue()
+        for job in jobs:
+            self.tasks.put(job.model_dump_json())
+        for _ in envs:
+            self.tasks.put(None)
+        self.jobs = {job.entry.id: job for job in jobs}
+        self.procs = [self._start(slot) for slot in range(len(envs))]
+        self.running: dict[int, str] = {}
+
+    def _start(self, slot: int) -> Any:
+        proc = self.ctx.Process(target=_worker, args=(slot, self.envs[slot], self.run_fn, self.tasks, self.results), daemon=True)
+        proc.start()
+        return proc
+
+    def events(self) -> Any:
+        """Yield ("started", slot, spec id) and ("finished", slot, record) until every job has a record."""
+        left = len(self.jobs)
+        while left:
+            try:
+                kind, slot, value = self.results.get(timeout=0.5)
+            except queue.Empty:
+                for slot, proc in enumerate(self.procs):
+                    if not proc.is_alive() and slot in self.running:
+                        spec_id = self.running.pop(slot)
+                        job = self.jobs[spec_id]
+                        left -= 1
+                        yield "finished", slot, _died(job, proc.exitcode)
+                        self.procs[slot] = self._start(slot)  # takes the sentinel the dead worker never read
+                if not any(proc.is_alive() for proc in self.procs):
+                    raise EvalError(f"every worker process exited with {left} specs left (exit codes "
+                                    f"{', '.join(str(p.exitcode) for p in self.procs)}); rerun with --resume")
+                continue
+            if kind == "started":
+                self.running[slot] = value
+                yield kind, slot, value
+            else:
+                self.running.pop(slot, None)
+                left -= 1
+                yield kind, slot, SpecRecord.model_validate_json(value)
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.is_alive():
+                proc.terminate()
+        for proc in self.procs:
+            proc.join(timeout=5)
+
+
+def _died(job: Job, exitcode: int | None) -> SpecRecord:
+    cfg, entry = job.config, job.entry
+    return SpecRecord(suite=entry.suite, spec_id=entry.id, tags=entry.tags, policy=cfg.policy, budget=cfg.budget,
+                      compile_only=cfg.compile_only, status="error", seconds=0.0,
+                      error=f"worker process died (exit code {exitcode}) while running this spec")
+
+
+def _worker_envs(config: EvalConfig) -> list[dict[str, str]]:
+    if config.gpus is not None:
+        return [{"CUDA_VISIBLE_DEVICES": str(g)} for g in config.gpus]
+    return [{} for _ in range(config.workers)]
+
+
+def run_suite(
+    suite: Suite,
+    config: EvalConfig,
+    *,
+    resume: bool = False,
+    run_fn: RunFn = run_spec,
+    on_event: EventHandler | None = None,
+    gpu_count: Callable[[], int | None] | None = None,
+) -> list[SpecRecord]:
+    """Run every spec of `suite` not yet in <out>/results.jsonl; return all of the suite's records."""
+    emit = on_event or (lambda event: None)
+    check_config(config, gpu_count or _detected_gpus)
+    results = ResultLog(config.out / "results.jsonl")
+    previous = results.read()
+    _check_resumable(previous, config, resume, results.path)
+    order = {e.id: n for n, e in enumerate(suite.specs)}
+    records = [r for r in previous if r.spec_id in order]
+    done = {r.spec_id for r in records}
+    jobs = [Job(entry=e, config=config) for e in suite.specs if e.id not in done]
+    emit({"event": "begin", "total": len(suite.specs), "skipped": len(suite.specs) - len(jobs)})
+    log.info("eval_begin", suite=suite.name, specs=len(suite.specs), to_run=len(jobs), out=str(config.out))
+    envs = _worker_envs(config)
+
+    def finish(record: SpecRecord, worker: int) -> None:
+        results.append(record)
+        records.append(record)
+        emit({"event": "finished", "record": record, "worker": worker})
+
+    if len(envs) == 1 and config.gpus is None:
+        for job in jobs:  # one worker and no GPU to pin: this process is the worker
+            emit({"event": "started", "spec_id": job.entry.id, "worker": 0})
+            finish(run_fn(job), 0)
+    elif jobs:
+        pool = _Pool(envs, run_fn, jobs)
+        try:
+            for kind, slot, value in pool.events():
+                if kind == "started":
+                    emit({"event": "started", "spec_id": value, "worker": slot})
+                else:
+                    finish(value, slot)
+        finally:
+            pool.stop()
+    return sorted(records, key=lambda r: order[r.spec_id])
+
+
+def _detected_gpus() -> int | None:
+    from sparseditto.tools.device import detect
+
+    gpu = detect().gpu
+    return gpu["count"] if gpu else None
