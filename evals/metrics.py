@@ -72,7 +72,7 @@ class SuiteSummary(BaseModel):
 def summarize(records: list[SpecRecord]) -> SuiteSummary:
     libs = libraries(records)
     fractions = [r.bandwidth_fraction for r in records if r.correct and r.bandwidth_fraction is not None]
-    to_best = [r for r in records if r.best_iteration is not None]
+    to_best = [r for r in records if r.correct and r.best_iteration is not None]
     tokens: dict[str, int] = {}
     for r in records:
         for kind, n in r.tokens.items():

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
-import queue
 import time
 import uuid
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterator
+from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any, Literal
 
@@ -95,69 +96,78 @@ def _check_resumable(previous: list[SpecRecord], config: EvalConfig, resume: boo
                             f"{r.compile_only}; this eval asks for {config.policy}, {config.budget}, {config.compile_only}")
 
 
-def _worker(slot: int, env: dict[str, str], run_fn: RunFn, tasks: Any, results: Any) -> None:
+def _serve(env: dict[str, str], run_fn: RunFn, conn: Connection) -> None:
+    """A worker process: pin the GPU, then run each job the parent sends until it sends None."""
     os.environ.update(env)
     try:
-        for payload in iter(tasks.get, None):
-            job = Job.model_validate_json(payload)
-            results.put(("started", slot, job.entry.id))
-            results.put(("finished", slot, run_fn(job).model_dump_json()))
-    except KeyboardInterrupt:  # Ctrl-C reaches every process of the terminal; the parent reports it
+        while (payload := conn.recv()) is not None:
+            conn.send(run_fn(Job.model_validate_json(payload)).model_dump_json())
+    except (KeyboardInterrupt, EOFError):  # Ctrl-C reaches every process of the terminal; the parent reports it
         return
 
 
+class _Worker:
+    """One spawned worker process, its pipe, and the job it is running (the parent hands out every job)."""
+
+    def __init__(self, ctx: Any, slot: int, env: dict[str, str], run_fn: RunFn) -> None:
+        self.slot = slot
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_serve, args=(env, run_fn, child), daemon=True)
+        self.proc.start()
+        child.close()
+        self.job: Job | None = None
+
+    def give(self, job: Job | None) -> None:
+        self.job = job
+        self.conn.send(job.model_dump_json() if job else None)
+
+    def take(self) -> SpecRecord:
+        """The record of the running job, or an error record when the process died running it."""
+        job, self.job = self.job, None
+        assert job is not None
+        try:
+            return SpecRecord.model_validate_json(self.conn.recv())
+        except (EOFError, ConnectionError):
+            self.proc.join(timeout=5)
+            return _died(job, self.proc.exitcode)
+
+
 class _Pool:
-    """Spawned worker processes sharing one task queue; a dead worker's spec is recorded as an error and it is replaced."""
+    """Spawned workers, one per GPU or N without; a worker that dies is recorded for its spec and replaced."""
 
     def __init__(self, envs: list[dict[str, str]], run_fn: RunFn, jobs: list[Job]) -> None:
         self.ctx = mp.get_context("spawn")
         self.envs, self.run_fn = envs, run_fn
-        self.tasks, self.results = self.ctx.Queue(), self.ctx.Queue()
-        for job in jobs:
-            self.tasks.put(job.model_dump_json())
-        for _ in envs:
-            self.tasks.put(None)
-        self.jobs = {job.entry.id: job for job in jobs}
-        self.procs = [self._start(slot) for slot in range(len(envs))]
-        self.running: dict[int, str] = {}
+        self.pending = deque(jobs)
+        self.workers = [_Worker(self.ctx, slot, env, run_fn) for slot, env in enumerate(envs)]
 
-    def _start(self, slot: int) -> Any:
-        proc = self.ctx.Process(target=_worker, args=(slot, self.envs[slot], self.run_fn, self.tasks, self.results), daemon=True)
-        proc.start()
-        return proc
+    def _next(self, worker: _Worker) -> str | None:
+        worker.give(self.pending.popleft() if self.pending else None)
+        return worker.job.entry.id if worker.job else None
 
-    def events(self) -> Any:
+    def events(self) -> Iterator[tuple[str, int, Any]]:
         """Yield ("started", slot, spec id) and ("finished", slot, record) until every job has a record."""
-        left = len(self.jobs)
-        while left:
-            try:
-                kind, slot, value = self.results.get(timeout=0.5)
-            except queue.Empty:
-                for slot, proc in enumerate(self.procs):
-                    if not proc.is_alive() and slot in self.running:
-                        spec_id = self.running.pop(slot)
-                        job = self.jobs[spec_id]
-                        left -= 1
-                        yield "finished", slot, _died(job, proc.exitcode)
-                        self.procs[slot] = self._start(slot)  # takes the sentinel the dead worker never read
-                if not any(proc.is_alive() for proc in self.procs):
-                    raise EvalError(f"every worker process exited with {left} specs left (exit codes "
-                                    f"{', '.join(str(p.exitcode) for p in self.procs)}); rerun with --resume")
-                continue
-            if kind == "started":
-                self.running[slot] = value
-                yield kind, slot, value
-            else:
-                self.running.pop(slot, None)
-                left -= 1
-                yield kind, slot, SpecRecord.model_validate_json(value)
+        for w in self.workers:
+            if (spec_id := self._next(w)) is not None:
+                yield "started", w.slot, spec_id
+        while busy := [w for w in self.workers if w.job is not None]:
+            ready = wait([w.conn for w in busy] + [w.proc.sentinel for w in busy])
+            for w in busy:
+                if w.conn not in ready and w.proc.sentinel not in ready:
+                    continue
+                record = w.take()
+                yield "finished", w.slot, record
+                if not w.proc.is_alive():
+                    w = self.workers[w.slot] = _Worker(self.ctx, w.slot, self.envs[w.slot], self.run_fn)
+                if (spec_id := self._next(w)) is not None:
+                    yield "started", w.slot, spec_id
 
     def stop(self) -> None:
-        for proc in self.procs:
-            if proc.is_alive():
-                proc.terminate()
-        for proc in self.procs:
-            proc.join(timeout=5)
+        for w in self.workers:
+            if w.proc.is_alive():
+                w.proc.terminate()
+        for w in self.workers:
+            w.proc.join(timeout=5)
 
 
 def _died(job: Job, exitcode: int | None) -> SpecRecord:
