@@ -183,6 +183,52 @@ def _worker_envs(config: EvalConfig) -> list[dict[str, str]]:
     return [{} for _ in range(config.workers)]
 
 
+class Evaluation:
+    """A suite checked against its options and its output folder, ready to run: what is done and what is left."""
+
+    def __init__(self, suite: Suite, config: EvalConfig, *, resume: bool = False,
+                 gpu_count: Callable[[], int | None] | None = None) -> None:
+        check_config(config, gpu_count or _detected_gpus)
+        self.suite, self.config = suite, config
+        self.results = ResultLog(config.out / "results.jsonl")
+        previous = self.results.read()
+        _check_resumable(previous, config, resume, self.results.path)
+        self.order = {e.id: n for n, e in enumerate(suite.specs)}
+        self.records = [r for r in previous if r.spec_id in self.order]
+        done = {r.spec_id for r in self.records}
+        self.jobs = [Job(entry=e, config=config) for e in suite.specs if e.id not in done]
+
+    def run(self, run_fn: RunFn = run_spec, on_event: EventHandler | None = None) -> list[SpecRecord]:
+        """Run the specs left, appending each record as it comes; return all of the suite's records in suite order."""
+        emit = on_event or (lambda event: None)
+        total = len(self.suite.specs)
+        emit({"event": "begin", "total": total, "skipped": total - len(self.jobs)})
+        log.info("eval_begin", suite=self.suite.name, specs=total, to_run=len(self.jobs), out=str(self.config.out))
+        envs = _worker_envs(self.config)
+
+        def finish(record: SpecRecord, worker: int) -> None:
+            self.results.append(record)
+            self.records.append(record)
+            emit({"event": "finished", "record": record, "worker": worker})
+
+        if len(envs) == 1 and self.config.gpus is None:
+            for job in self.jobs:  # one worker and no GPU to pin: this process is the worker
+                emit({"event": "started", "spec_id": job.entry.id, "worker": 0})
+                finish(run_fn(job), 0)
+        elif self.jobs:
+            pool = _Pool(envs, run_fn, self.jobs)
+            try:
+                for kind, slot, value in pool.events():
+                    if kind == "started":
+                        emit({"event": "started", "spec_id": value, "worker": slot})
+                    else:
+                        finish(value, slot)
+            finally:
+                pool.stop()
+        self.jobs = []
+        return sorted(self.records, key=lambda r: self.order[r.spec_id])
+
+
 def run_suite(
     suite: Suite,
     config: EvalConfig,
@@ -193,39 +239,7 @@ def run_suite(
     gpu_count: Callable[[], int | None] | None = None,
 ) -> list[SpecRecord]:
     """Run every spec of `suite` not yet in <out>/results.jsonl; return all of the suite's records."""
-    emit = on_event or (lambda event: None)
-    check_config(config, gpu_count or _detected_gpus)
-    results = ResultLog(config.out / "results.jsonl")
-    previous = results.read()
-    _check_resumable(previous, config, resume, results.path)
-    order = {e.id: n for n, e in enumerate(suite.specs)}
-    records = [r for r in previous if r.spec_id in order]
-    done = {r.spec_id for r in records}
-    jobs = [Job(entry=e, config=config) for e in suite.specs if e.id not in done]
-    emit({"event": "begin", "total": len(suite.specs), "skipped": len(suite.specs) - len(jobs)})
-    log.info("eval_begin", suite=suite.name, specs=len(suite.specs), to_run=len(jobs), out=str(config.out))
-    envs = _worker_envs(config)
-
-    def finish(record: SpecRecord, worker: int) -> None:
-        results.append(record)
-        records.append(record)
-        emit({"event": "finished", "record": record, "worker": worker})
-
-    if len(envs) == 1 and config.gpus is None:
-        for job in jobs:  # one worker and no GPU to pin: this process is the worker
-            emit({"event": "started", "spec_id": job.entry.id, "worker": 0})
-            finish(run_fn(job), 0)
-    elif jobs:
-        pool = _Pool(envs, run_fn, jobs)
-        try:
-            for kind, slot, value in pool.events():
-                if kind == "started":
-                    emit({"event": "started", "spec_id": value, "worker": slot})
-                else:
-                    finish(value, slot)
-        finally:
-            pool.stop()
-    return sorted(records, key=lambda r: order[r.spec_id])
+    return Evaluation(suite, config, resume=resume, gpu_count=gpu_count).run(run_fn, on_event)
 
 
 def _detected_gpus() -> int | None:

@@ -13,7 +13,7 @@ from typer.core import TyperGroup
 
 from sparseditto.errors import EvalError, SparseDittoError
 from sparseditto.evals.records import SpecRecord, load_records
-from sparseditto.evals.runner import EvalConfig, run_suite
+from sparseditto.evals.runner import EvalConfig, Evaluation
 from sparseditto.evals.suite import available_suites, load_suite
 from sparseditto.evals.tables import Table
 from sparseditto.settings import Settings
@@ -135,9 +135,10 @@ def run_cmd(
         folder = out or Path(settings.runs_dir) / "eval" / loaded.name
         config = EvalConfig(policy=policy, budget=budget, compile_only=compile_only or settings.compile_only,  # type: ignore[arg-type]
                             workers=workers, gpus=_parse_gpus(gpus), out=folder)
+        evaluation = Evaluation(loaded, config, resume=resume)
         console.print(f"suite [bold]{loaded.name}[/]: {len(loaded.specs)} specs, policy {policy}, results in {folder}")
         with _Display() as display:
-            records = run_suite(loaded, config, resume=resume, on_event=display)
+            records = evaluation.run(on_event=display)
     except SparseDittoError as exc:
         _fail(exc)
     except KeyboardInterrupt:

@@ -101,19 +101,15 @@ def test_a_failing_spec_is_recorded_as_an_error_and_the_suite_goes_on(tmp_path, 
                                                        ("error", "RuntimeError: no luck with spmv")]
 
 
-def test_one_worker_per_gpu_each_pinned_to_its_gpu(tmp_path):
+def test_one_worker_per_gpu_and_a_worker_that_dies_costs_only_its_spec(tmp_path):
+    out = tmp_path / "dies"  # fake_run kills its worker process on s1 here
     events = []
-    records = run_suite(_suite(4), EvalConfig(out=tmp_path, gpus=[0, 1]), run_fn=fake_run, on_event=events.append,
+    records = run_suite(_suite(4), EvalConfig(out=out, gpus=[0, 1]), run_fn=fake_run, on_event=events.append,
                         gpu_count=lambda: 2)
-    assert [r.spec_id for r in records] == ["s0", "s1", "s2", "s3"]
-    by_worker = {e["spec_id"]: e["worker"] for e in events if e["event"] == "started"}
-    for spec_id, worker in by_worker.items():
-        assert (tmp_path / "seen" / spec_id).read_text() == str(worker)
-
-
-def test_a_worker_that_dies_costs_only_its_spec(tmp_path):
-    out = tmp_path / "dies"
-    records = run_suite(_suite(4), EvalConfig(out=out, compile_only=True, workers=2), run_fn=fake_run, gpu_count=_no_gpu)
     assert [(r.spec_id, r.status) for r in records] == [("s0", "compiled_only"), ("s1", "error"),
                                                          ("s2", "compiled_only"), ("s3", "compiled_only")]
     assert "worker process died (exit code 3)" in records[1].error
+    started = [(e["spec_id"], e["worker"]) for e in events if e["event"] == "started"]
+    assert sorted(spec_id for spec_id, _ in started) == ["s0", "s1", "s2", "s3"]
+    for spec_id, worker in started:  # each worker, the replacement too, sees only its own GPU
+        assert (out / "seen" / spec_id).read_text() == str(worker)
