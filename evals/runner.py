@@ -24,7 +24,7 @@ from pydantic import BaseModel
 from sparseditto.errors import EvalError, PolicyError
 from sparseditto.evals.records import ResultLog, SpecRecord, measured_fields, read_result_json
 from sparseditto.evals.suite import Suite, SuiteSpec
-from sparseditto.pipeline import AVAILABLE_POLICIES
+from sparseditto import pipeline
 
 log = structlog.get_logger(__name__)
 
@@ -50,14 +50,12 @@ RunFn = Callable[[Job], SpecRecord]
 
 def run_spec(job: Job) -> SpecRecord:
     """Run the pipeline on one spec (budget spent -> approve the best) and turn its result into a record."""
-    from sparseditto.pipeline import run_pipeline
-
     cfg, entry = job.config, job.entry
     base = dict(suite=entry.suite, spec_id=entry.id, tags=entry.tags, policy=cfg.policy, budget=cfg.budget,
                 compile_only=cfg.compile_only)
     start = time.perf_counter()
     try:
-        result = run_pipeline(entry.spec, policy=cfg.policy, on_budget="approve", budget=cfg.budget,
+        result = pipeline.run_pipeline(entry.spec, policy=cfg.policy, on_budget="approve", budget=cfg.budget,
                               runs_dir=str(cfg.out / "runs"), compile_only=cfg.compile_only,
                               run_id=f"{entry.id}-{uuid.uuid4().hex[:6]}")
     except Exception as exc:  # one spec's failure must not stop the suite
@@ -70,8 +68,9 @@ def run_spec(job: Job) -> SpecRecord:
 
 def check_config(config: EvalConfig, gpu_count: Callable[[], int | None]) -> None:
     """Refuse, before anything runs, options that cannot work: every spec would fail the same way."""
-    if config.policy not in AVAILABLE_POLICIES:
-        raise PolicyError(f"--policy {config.policy}: not available here; available: {', '.join(AVAILABLE_POLICIES)}")
+    if config.policy not in pipeline.AVAILABLE_POLICIES:
+        available = ", ".join(pipeline.AVAILABLE_POLICIES)
+        raise PolicyError(f"--policy {config.policy}: not available here; available: {available}")
     if config.gpus is not None:
         if config.compile_only:
             raise EvalError("--gpus and --compile-only exclude each other: compile-only runs use no GPU")
@@ -112,7 +111,7 @@ class _Worker:
     def __init__(self, ctx: Any, slot: int, env: dict[str, str], run_fn: RunFn) -> None:
         self.slot = slot
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_serve, args=(env, run_fn, child), daemon=True)
+        self.proc = ctx.Process(target=_serve, args=(env, run_fn, child))
         self.proc.start()
         child.close()
         self.job: Job | None = None

@@ -115,7 +115,7 @@ def _rich(table: Table, title: str | None = None) -> RichTable:
 @eval_app.command("run")
 def run_cmd(
     suite: Annotated[str, typer.Argument(help=f"a suite name ({', '.join(available_suites())}) or a suite YAML file")],
-    policy: Annotated[str, typer.Option(help="agent policy: offline | llm | hybrid")] = "offline",
+    policy: Annotated[str | None, typer.Option(help="agent policy: offline | llm | hybrid (default: SPARSEDITTO_POLICY or offline)")] = None,
     budget: Annotated[int | None, typer.Option(min=1, help="iteration budget per spec (default: each spec's own)")] = None,
     workers: Annotated[int, typer.Option(min=1, help="worker processes when no GPU is used (compile-only)")] = 1,
     gpus: Annotated[str | None, typer.Option(help="GPUs to use, one worker each, e.g. 0,1")] = None,
@@ -128,6 +128,7 @@ def run_cmd(
     from sparseditto.evals.report import fast_p_table, write_reports
 
     settings = Settings()
+    policy = policy or settings.policy
     try:
         loaded = load_suite(suite)
         if policy not in ("offline", "llm", "hybrid"):
@@ -136,14 +137,17 @@ def run_cmd(
         config = EvalConfig(policy=policy, budget=budget, compile_only=compile_only or settings.compile_only,  # type: ignore[arg-type]
                             workers=workers, gpus=_parse_gpus(gpus), out=folder)
         evaluation = Evaluation(loaded, config, resume=resume)
-        console.print(f"suite [bold]{loaded.name}[/]: {len(loaded.specs)} specs, policy {policy}, results in {folder}")
+    except SparseDittoError as exc:
+        _fail(exc)
+    console.print(f"suite [bold]{loaded.name}[/]: {len(loaded.specs)} specs, policy {policy}, results in {folder}")
+    try:
         with _Display() as display:
             records = evaluation.run(on_event=display)
     except SparseDittoError as exc:
         _fail(exc)
     except KeyboardInterrupt:
-        done = len(load_records(folder)) if (folder / "results.jsonl").is_file() else 0
-        console.print(f"[yellow]interrupted[/]: {done} of {len(loaded.specs)} specs recorded in {folder / 'results.jsonl'}; "
+        done = len(evaluation.records)
+        console.print(f"[yellow]interrupted[/]: {done} of {len(loaded.specs)} specs recorded in {evaluation.results.path}; "
                       "run the same command with --resume to finish")
         raise typer.Exit(130) from None
     md, page = write_reports(loaded.name, records, folder)
