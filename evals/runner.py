@@ -72,6 +72,8 @@ def check_config(config: EvalConfig, gpu_count: Callable[[], int | None]) -> Non
         available = ", ".join(pipeline.AVAILABLE_POLICIES)
         raise PolicyError(f"--policy {config.policy}: not available here; available: {available}")
     if config.gpus is not None:
+        if config.workers > 1:
+            raise EvalError("--gpus and --workers exclude each other: --gpus runs one worker per GPU")
         if config.compile_only:
             raise EvalError("--gpus and --compile-only exclude each other: compile-only runs use no GPU")
         found = gpu_count()

@@ -80,6 +80,7 @@ def test_existing_results_need_resume_and_the_same_settings(tmp_path):
     ({"gpus": [0, 2], "compile_only": False}, 2, EvalError, "--gpus: no GPU 2 on this machine"),
     ({"gpus": [0], "compile_only": True}, 1, EvalError, "exclude each other"),
     ({"gpus": [1, 1], "compile_only": False}, 2, EvalError, "each GPU once"),
+    ({"gpus": [0, 1], "workers": 3, "compile_only": False}, 2, EvalError, "--gpus and --workers exclude each other"),
     ({"workers": 2, "compile_only": False}, 1, EvalError, "--workers > 1 would time several kernels on one GPU"),
 ])
 def test_unusable_options_are_refused_before_anything_runs(tmp_path, update, gpus_found, error, message):
