@@ -34,7 +34,7 @@ class Report(BaseModel):
     errors: list[str]
 
 
-def _num(value: float | None, fmt: str = "{:.2f}") -> str:
+def _num(value: float | None, fmt: str) -> str:
     return "-" if value is None else fmt.format(value)
 
 
@@ -47,7 +47,7 @@ def _pct(value: float | None) -> str:
 
 
 def summary_table(s: SuiteSummary) -> Table:
-    tokens = ", ".join(f"{k} {v}" for k, v in sorted(s.tokens.items())) or "none (offline policy)"
+    tokens = ", ".join(f"{k} {v}" for k, v in sorted(s.tokens.items())) or "none"
     rows = [["specs", str(s.specs)], ["correct", f"{s.correct} ({_pct(s.correctness_rate)})"],
             ["incorrect or no kernel", str(s.incorrect)], ["not executed (compile-only)", str(s.not_executed)],
             ["errors", str(s.errors)], ["mean fraction of the bandwidth floor (correct specs)", _pct(s.mean_bandwidth_fraction)],
