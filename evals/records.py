@@ -62,12 +62,11 @@ class SpecRecord(BaseModel):
 
 
 def _correctness(report: VerificationReport) -> Correctness:
-    stage = report.stage("correctness")
+    """Correct only if the checks ran and passed; "not executed" only if they were reported as not run."""
     if report.correct:
         return "correct"
-    if stage is None or stage.status == "not_executed":
-        return "not_executed" if report.compiled else "incorrect"
-    return "incorrect"
+    stage = report.stage("correctness")
+    return "not_executed" if stage is not None and stage.status == "not_executed" else "incorrect"
 
 
 def _library_baselines(report: VerificationReport) -> dict[str, LibraryBaseline]:

@@ -59,3 +59,12 @@ def test_a_torn_last_line_is_skipped_but_a_torn_middle_line_is_an_error(tmp_path
 def test_missing_results_are_a_one_line_error(tmp_path):
     with pytest.raises(EvalError, match="no results"):
         load_records(tmp_path)
+
+
+def test_a_kernel_that_failed_its_checks_is_incorrect(h200_result):
+    it = h200_result["iterations"][0]
+    report = {**it["report"], "feedback": [{"stage": "compile", "status": "passed"},
+                                           {"stage": "launch", "status": "failed", "message": "illegal address"}]}
+    f = measured_fields({**h200_result, "iterations": [{**it, "report": report}], "best_iteration": 1})
+    assert f["correctness"] == "incorrect"
+    assert "median_us" not in f
