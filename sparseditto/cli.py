@@ -12,12 +12,14 @@ from rich.prompt import Prompt
 from rich.table import Table
 
 from sparseditto.errors import SparseDittoError
+from sparseditto.eval_cli import eval_app
 from sparseditto.logging_setup import configure_logging
 from sparseditto.pipeline import PipelineResult, resume, run_pipeline
 from sparseditto.settings import Settings
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Sparse operation + sparsity pattern -> a validated, benchmarked CUDA kernel.")
 console = Console()
+app.add_typer(eval_app, name="eval")
 
 
 class Progress:

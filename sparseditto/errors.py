@@ -25,3 +25,7 @@ class ResumeError(SparseDittoError):
 
 class PolicyError(SparseDittoError):
     """An agent policy that is unknown or not usable here (for example llm without an endpoint)."""
+
+
+class EvalError(SparseDittoError):
+    """A suite that cannot be read or an evaluation that cannot start (bad options, existing results)."""
