@@ -17,3 +17,8 @@ class Settings(BaseSettings):
     policy: Literal["offline", "llm", "hybrid"] = "offline"
     llm_base_url: str | None = None
     llm_model: str | None = None
+    # knowledge base: BM25 index cache (default ~/.cache/sparseditto/kb), experience store
+    # (default <runs_dir>/experience.sqlite), and how many characters of passages the agents get
+    kb_cache_dir: str | None = None
+    experience_db: str | None = None
+    context_chars: int = 6000

@@ -1,0 +1,84 @@
+"""The BM25 index over the knowledge-base chunks, built once and cached on disk.
+
+The cache folder is named by a hash of every knowledge-base file, so editing a doc page or a kernel
+makes the next search rebuild the index (and drop the stale folder). The location is the setting
+`kb_cache_dir` (env `SPARSEDITTO_KB_CACHE_DIR`), by default `$XDG_CACHE_HOME/sparseditto/kb`, that is
+`~/.cache/sparseditto/kb`. A build writes to a temporary folder and renames it into place, so
+concurrent runs never read a half-written index.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import bm25s
+import structlog
+
+from sparseditto.knowledge_base.chunks import Chunk, all_chunks, fingerprint
+from sparseditto.knowledge_base.tokenizer import tokenize
+from sparseditto.settings import Settings
+
+log = structlog.get_logger(__name__)
+
+# bump when the tokenizer or the chunking changes: the cached index is then rebuilt
+INDEX_VERSION = 1
+_CHUNKS_FILE = "chunks.json"
+
+
+def cache_root() -> Path:
+    configured = Settings().kb_cache_dir
+    if configured:
+        return Path(configured).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "sparseditto" / "kb"
+
+
+@dataclass(frozen=True)
+class KnowledgeIndex:
+    chunks: tuple[Chunk, ...]
+    bm25: bm25s.BM25
+    folder: Path
+    built: bool  # True when this process built it, False when it was loaded from the cache
+
+
+def current_folder() -> Path:
+    return cache_root() / fingerprint(INDEX_VERSION)
+
+
+def _build(folder: Path) -> None:
+    chunks = all_chunks()
+    model = bm25s.BM25()
+    model.index([tokenize(c.text) for c in chunks], show_progress=False)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=folder.parent))
+    model.save(str(tmp), show_progress=False)
+    (tmp / _CHUNKS_FILE).write_text(json.dumps([c.model_dump() for c in chunks]))
+    try:
+        tmp.rename(folder)
+    except OSError:  # another process finished first: keep its copy
+        shutil.rmtree(tmp, ignore_errors=True)
+    for stale in folder.parent.iterdir():
+        if stale.is_dir() and stale != folder and not stale.name.startswith(".build-"):
+            shutil.rmtree(stale, ignore_errors=True)
+    log.info("kb_index_built", folder=str(folder), chunks=len(chunks))
+
+
+@cache
+def _load(folder: Path, built: bool) -> KnowledgeIndex:
+    chunks = tuple(Chunk.model_validate(c) for c in json.loads((folder / _CHUNKS_FILE).read_text()))
+    return KnowledgeIndex(chunks=chunks, bm25=bm25s.BM25.load(str(folder), show_progress=False), folder=folder, built=built)
+
+
+def load_index() -> KnowledgeIndex:
+    """The index of the knowledge base as it is now: from the cache, or built and cached."""
+    folder = current_folder()
+    built = not (folder / _CHUNKS_FILE).is_file()
+    if built:
+        _build(folder)
+    return _load(folder, built)
