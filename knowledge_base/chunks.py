@@ -108,9 +108,9 @@ def knowledge_base_files() -> list[Path]:
     return doc_pages() + sorted(KERNEL_DIR.glob("*.cu")) + sorted(KERNEL_DIR.glob("*.cuh"))
 
 
-def fingerprint(version: int) -> str:
-    """A hash of every knowledge-base file (names and contents) and the index format version."""
-    digest = hashlib.sha256(f"index-v{version}".encode())
-    for path in knowledge_base_files():
+def fingerprint(code: list[Path]) -> str:
+    """A hash of every knowledge-base file and of the `code` that turns them into an index."""
+    digest = hashlib.sha256()
+    for path in knowledge_base_files() + code:
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]

@@ -1,7 +1,8 @@
 """The BM25 index over the knowledge-base chunks, built once and cached on disk.
 
-The cache folder is named by a hash of every knowledge-base file, so editing a doc page or a kernel
-makes the next search rebuild the index (and drop the stale folder). The location is the setting
+The cache folder is named by a hash of every knowledge-base file and of the code that builds the
+index, so editing a doc page, a kernel or the tokenizer makes the next search rebuild the index (and
+drop the stale folder). The location is the setting
 `kb_cache_dir` (env `SPARSEDITTO_KB_CACHE_DIR`), by default `$XDG_CACHE_HOME/sparseditto/kb`, that is
 `~/.cache/sparseditto/kb`. A build writes to a temporary folder and renames it into place, so
 concurrent runs never read a half-written index.
@@ -26,9 +27,9 @@ from sparseditto.settings import Settings
 
 log = structlog.get_logger(__name__)
 
-# bump when the tokenizer or the chunking changes: the cached index is then rebuilt
-INDEX_VERSION = 1
 _CHUNKS_FILE = "chunks.json"
+# a change to the tokenizer or the chunking changes the index too: their source is part of the key
+_INDEX_CODE = [Path(__file__).parent / name for name in ("tokenizer.py", "chunks.py", "index.py")]
 
 
 def cache_root() -> Path:
@@ -48,7 +49,7 @@ class KnowledgeIndex:
 
 
 def current_folder() -> Path:
-    return cache_root() / fingerprint(INDEX_VERSION)
+    return cache_root() / fingerprint(_INDEX_CODE)
 
 
 def _build(folder: Path) -> None:

@@ -50,7 +50,10 @@ def _expand(raw: str) -> list[str]:
         dotted = whole.split(".")
         out += [".".join(dotted[:i]) for i in range(2, len(dotted))]
     for piece in pieces:
-        for sub in _CAMEL.findall(piece) or [piece]:
+        subs = _CAMEL.findall(piece) or [piece]
+        for sub in subs:
+            if len(subs) > 1 and len(sub) < 3:  # SpMM -> spmm only; cusparseLtMatmul -> no "lt"
+                continue
             word = _word(sub)
             if word:
                 out.append(word)

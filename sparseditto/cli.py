@@ -12,11 +12,13 @@ from rich.prompt import Prompt
 from rich.table import Table
 
 from sparseditto.errors import SparseDittoError
+from sparseditto.kb_cli import kb_app
 from sparseditto.logging_setup import configure_logging
 from sparseditto.pipeline import PipelineResult, resume, run_pipeline
 from sparseditto.settings import Settings
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Sparse operation + sparsity pattern -> a validated, benchmarked CUDA kernel.")
+app.add_typer(kb_app, name="kb")
 console = Console()
 
 

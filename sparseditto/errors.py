@@ -25,3 +25,7 @@ class ResumeError(SparseDittoError):
 
 class PolicyError(SparseDittoError):
     """An agent policy that is unknown or not usable here (for example llm without an endpoint)."""
+
+
+class KnowledgeBaseError(SparseDittoError):
+    """A knowledge-base command with a filter or value that names nothing known."""
