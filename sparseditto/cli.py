@@ -39,6 +39,8 @@ class Progress:
         kind = event.get("event")
         if kind == "planned":
             console.print(f"[bold]plan[/]: {', '.join(event['strategies'])}")
+        elif kind == "retrieved" and event.get("reuse"):
+            console.print(f"[bold]experience[/]: re-validating the kernel stored for this problem: {event['reuse']['kernel']}")
         elif kind == "verifying":
             self.status.update(f"iteration {event['iteration']}: verifying {event['label']} ({event['backend']})")
         elif kind == "verified":

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sparseditto.errors import KnowledgeBaseError, SparseDittoError
+from sparseditto.evals.retrieval.evaluate import evaluate, load_queries
 from sparseditto.knowledge_base.chunks import all_chunks, doc_pages, page_title
 from sparseditto.knowledge_base.experience import ExperienceStore, experience_path
 from sparseditto.knowledge_base.index import cache_root, current_folder, load_index
@@ -90,3 +91,16 @@ def stats_cmd(runs_dir: Annotated[str | None, typer.Option(help="where runs (and
     table.add_row("index cache", str(cache_root()))
     table.add_row("index", f"{folder.name}: " + ("fresh (loaded from the cache)" if fresh else "rebuilt now (the knowledge base changed or no cache)"))
     console.print(table)
+
+
+@kb_app.command("eval")
+def eval_cmd(k: Annotated[int, typer.Option("-k", min=1, max=50, help="cut-off for recall and hit rate")] = 5) -> None:
+    """Recall@k, hit@k and MRR of the search over the labelled queries (evals/retrieval/queries.yaml)."""
+    result = evaluate(load_queries(), k=k)
+    table = Table("role", "queries", f"recall@{k}", f"hit@{k}", "MRR@10")
+    for role, (n, recall, hit, mrr) in result.by_role().items():
+        table.add_row(role, str(n), f"{recall:.3f}", f"{hit:.3f}", f"{mrr:.3f}")
+    table.add_row("[bold]all[/]", str(result.queries), f"{result.recall:.3f}", f"{result.hit_rate:.3f}", f"{result.mrr:.3f}")
+    console.print(table)
+    for miss in result.misses():
+        console.print(f"[yellow]recall {miss.recall:.2f}[/] {miss.query}: wanted {', '.join(miss.relevant)}; got {', '.join(miss.retrieved)}")

@@ -45,3 +45,10 @@ def test_stats_reports_cache_freshness_and_experience(tmp_path):
     assert "experience entries" in first.output and "0 (" in first.output
     second = runner.invoke(app, ["kb", "stats", "--runs-dir", str(tmp_path / "runs")])
     assert "fresh (loaded from the cache)" in second.output
+
+
+def test_eval_prints_recall_and_mrr_per_role():
+    out = runner.invoke(app, ["kb", "eval"])
+    assert out.exit_code == 0
+    for word in ("recall@5", "MRR@10", "planner", "coder", "reviewer", "all"):
+        assert word in out.output

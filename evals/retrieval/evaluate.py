@@ -47,6 +47,15 @@ class Evaluation(BaseModel):
     def misses(self) -> list[QueryResult]:
         return [r for r in self.results if r.recall < 1.0]
 
+    def by_role(self) -> dict[str, tuple[int, float, float, float]]:
+        """Per asking role: queries, recall@k, hit@k, MRR."""
+        out = {}
+        for role in sorted({r.role for r in self.results}):
+            rs = [r for r in self.results if r.role == role]
+            out[role] = (len(rs), sum(r.recall for r in rs) / len(rs), sum(r.hit for r in rs) / len(rs),
+                         sum(r.reciprocal_rank for r in rs) / len(rs))
+        return out
+
 
 def load_queries(path: Path = QUERIES_FILE) -> list[LabelledQuery]:
     return [LabelledQuery.model_validate(q) for q in yaml.safe_load(path.read_text())["queries"]]
