@@ -1,8 +1,8 @@
 """The BM25 index over the knowledge-base chunks, built once and cached on disk.
 
 The cache folder is named by a hash of every knowledge-base file and of the code that builds the
-index, so editing a doc page, a kernel or the tokenizer makes the next search rebuild the index (and
-drop the stale folder). The location is the setting
+index, so editing a doc page, a kernel or the tokenizer makes the next search rebuild the index (older
+indexes beyond the newest few are removed). The location is the setting
 `kb_cache_dir` (env `SPARSEDITTO_KB_CACHE_DIR`), by default `$XDG_CACHE_HOME/sparseditto/kb`, that is
 `~/.cache/sparseditto/kb`. A build writes to a temporary folder and renames it into place, so
 concurrent runs never read a half-written index.
@@ -28,6 +28,7 @@ from sparseditto.settings import Settings
 log = structlog.get_logger(__name__)
 
 _CHUNKS_FILE = "chunks.json"
+KEEP = 4
 # a change to the tokenizer or the chunking changes the index too: their source is part of the key
 _INDEX_CODE = [Path(__file__).parent / name for name in ("tokenizer.py", "chunks.py", "index.py")]
 
@@ -64,10 +65,16 @@ def _build(folder: Path) -> None:
         tmp.rename(folder)
     except OSError:  # another process finished first: keep its copy
         shutil.rmtree(tmp, ignore_errors=True)
-    for stale in folder.parent.iterdir():
-        if stale.is_dir() and stale != folder and not stale.name.startswith(".build-"):
-            shutil.rmtree(stale, ignore_errors=True)
+    _prune(folder.parent)
     log.info("kb_index_built", folder=str(folder), chunks=len(chunks))
+
+
+def _prune(root: Path) -> None:
+    """Keep the KEEP newest indexes: checkouts of other versions may share the cache and still use theirs."""
+    built = sorted((p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".build-")),
+                   key=lambda p: p.stat().st_mtime, reverse=True)
+    for stale in built[KEEP:]:
+        shutil.rmtree(stale, ignore_errors=True)
 
 
 @cache

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 
-from sparseditto.knowledge_base import chunks
+from sparseditto.knowledge_base import chunks, index
 from sparseditto.knowledge_base.index import load_index
 from sparseditto.knowledge_base.retrieval import Filters, PlanMatch, search
 
@@ -56,6 +56,7 @@ def test_the_index_is_cached_and_rebuilt_when_a_doc_changes(tmp_path, monkeypatc
     docs.mkdir()
     shutil.copy(chunks.DOCS_DIR / "sddmm.md", docs / "sddmm.md")
     monkeypatch.setattr(chunks, "DOCS_DIR", docs)
+    monkeypatch.setattr(index, "KEEP", 1)
     monkeypatch.setenv("SPARSEDITTO_KB_CACHE_DIR", str(tmp_path / "cache"))
 
     first = load_index()
@@ -68,4 +69,4 @@ def test_the_index_is_cached_and_rebuilt_when_a_doc_changes(tmp_path, monkeypatc
     rebuilt = load_index()
     assert rebuilt.built and rebuilt.folder != first.folder
     assert search("zebrafish occupancy", k=1)[0].id == "new_page#occupancy-of-zebrafish-tanks"
-    assert not first.folder.exists(), "the stale index folder is removed"
+    assert not first.folder.exists(), "indexes beyond the newest KEEP are removed"
