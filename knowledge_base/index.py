@@ -29,6 +29,8 @@ log = structlog.get_logger(__name__)
 
 _CHUNKS_FILE = "chunks.json"
 KEEP = 4
+# per process: where the index went when the cache folder could not be written
+_FALLBACK: dict[Path, Path] = {}
 # a change to the tokenizer or the chunking changes the index too: their source is part of the key
 _INDEX_CODE = [Path(__file__).parent / name for name in ("tokenizer.py", "chunks.py", "index.py")]
 
@@ -85,8 +87,14 @@ def _load(folder: Path, built: bool) -> KnowledgeIndex:
 
 def load_index() -> KnowledgeIndex:
     """The index of the knowledge base as it is now: from the cache, or built and cached."""
-    folder = current_folder()
+    folder = _FALLBACK.get(current_folder(), current_folder())
     built = not (folder / _CHUNKS_FILE).is_file()
     if built:
-        _build(folder)
+        try:
+            _build(folder)
+        except OSError as exc:  # an unwritable cache must not stop a run: index into a private temp folder
+            log.warning("kb_cache_unwritable", folder=str(folder), error=str(exc))
+            _FALLBACK[folder] = Path(tempfile.mkdtemp(prefix="sparseditto-kb-")) / folder.name
+            folder = _FALLBACK[folder]
+            _build(folder)
     return _load(folder, built)

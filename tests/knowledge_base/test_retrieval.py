@@ -70,3 +70,14 @@ def test_the_index_is_cached_and_rebuilt_when_a_doc_changes(tmp_path, monkeypatc
     assert rebuilt.built and rebuilt.folder != first.folder
     assert search("zebrafish occupancy", k=1)[0].id == "new_page#occupancy-of-zebrafish-tanks"
     assert not first.folder.exists(), "indexes beyond the newest KEEP are removed"
+
+
+def test_an_unwritable_cache_still_gives_an_index(tmp_path, monkeypatch):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache folder should be")
+    monkeypatch.setenv("SPARSEDITTO_KB_CACHE_DIR", str(blocker))
+    fallback = load_index()
+    assert fallback.built and not str(fallback.folder).startswith(str(blocker))
+    assert search("cusparseLtMatmulSearch", k=1)[0].id == "cusparselt_workflow#algorithm-search"
+    assert load_index().folder == fallback.folder, "built once per process, not at every search"
+    assert load_index().folder == index.folder, "built once per process, not at every search"
