@@ -12,6 +12,9 @@ from sparseditto.tools.contract import KernelCandidate
 
 
 def first_choice(plan: Plan) -> Choice:
+    """A kernel stored for this very problem comes first; otherwise the first strategy's start."""
+    if plan.reuse is not None:
+        return plan.reuse
     s = plan.strategies[0]
     return Choice(kernel=s.kernel, params=s.start)
 

@@ -1,15 +1,110 @@
-"""Retriever: plan -> the reference kernels it names, with what each is good at."""
+"""Retriever: plan -> what is already known about it: stored kernels, reference kernels, doc passages.
+
+Experience comes first. A kernel accepted before for this very problem on this GPU becomes the plan's
+`reuse` (the coder builds it first and the reviewer accepts it once re-validated); a kernel accepted
+for a similar problem (same family and dtype) becomes the first reference and, when its parameters fit
+the strategy's search space, that strategy's start. Then the plan's reference kernels, and the BM25
+passages that best match the plan, as many as fit the context budget.
+"""
 
 from __future__ import annotations
 
-from sparseditto.agents.schemas import Plan, Reference, References
+from typing import Any
+
+import structlog
+
+from sparseditto.agents.schemas import Passage, Plan, Reference, References
+from sparseditto.knowledge_base.experience import Experience, ExperienceStore
 from sparseditto.knowledge_base.library import get_kernel
+from sparseditto.knowledge_base.retrieval import Filters, PlanMatch, search
+from sparseditto.spec import Spec
+from sparseditto.tools.device import detect
+
+log = structlog.get_logger(__name__)
+
+PASSAGE_CANDIDATES = 12
 
 
-def retrieve(plan: Plan) -> References:
-    return References(
-        kernels=[
-            Reference(kernel=s.kernel, strategy=get_kernel(s.kernel).strategy, summary=get_kernel(s.kernel).summary.strip())
-            for s in plan.strategies
-        ]
-    )
+def gpu_identity(compile_only: bool) -> dict[str, Any] | None:
+    """The GPU this run will measure on (name, arch), or None when nothing will run on a GPU."""
+    return None if compile_only else detect().gpu
+
+
+def plan_query(plan: Plan, spec: Spec) -> str:
+    """The question the plan asks of the knowledge base, in its own words."""
+    parts = [spec.operation.value, plan.format, plan.family, spec.dtype, spec.arch or ""]
+    for s in plan.strategies:
+        parts += [s.kernel, get_kernel(s.kernel).strategy.replace("_", " "), s.why]
+    return " ".join(p for p in parts if p)
+
+
+def _fits(plan: Plan, exp: Experience, in_space: bool) -> bool:
+    """The stored choice is one of the plan's kernels with parameters it allows."""
+    strategy = next((s for s in plan.strategies if s.kernel == exp.choice.kernel), None)
+    if strategy is None or set(exp.choice.params) != set(strategy.start):
+        return False
+    allowed = strategy.space if in_space else get_kernel(exp.choice.kernel).parameters
+    return all(v in allowed.get(k, ()) for k, v in exp.choice.params.items())
+
+
+def _experience_ref(exp: Experience, why: str) -> Reference:
+    m = exp.measurement
+    measured = f"{m.get('median_us', 0):.1f} us, {m.get('speedup_vs_best') or 0:.2f}x vs {m.get('best_baseline')}"
+    return Reference(kernel=exp.choice.kernel, strategy=get_kernel(exp.choice.kernel).strategy, origin="experience",
+                     params=exp.choice.params,
+                     summary=f"{why}: accepted for {exp.spec.get('name')} on {exp.gpu_name} ({measured}), run {exp.run_id}")
+
+
+def _with_experience(plan: Plan, spec: Spec, gpu: dict[str, Any] | None, store: ExperienceStore) -> tuple[Plan, list[Reference]]:
+    refs: list[Reference] = []
+    exact = store.exact(spec, gpu) if gpu else None
+    if exact and _fits(plan, exact, in_space=False):
+        plan = plan.model_copy(update={"reuse": exact.choice})
+        refs.append(_experience_ref(exact, "same problem, same GPU"))
+    similar = next((e for e in store.similar(spec, gpu) if _fits(plan, e, in_space=True)), None)
+    if similar:
+        strategies = [s.model_copy(update={"start": dict(similar.choice.params),
+                                           "why": f"{s.why}; starts from the kernel accepted for {similar.spec.get('name')}"})
+                      if s.kernel == similar.choice.kernel else s for s in plan.strategies]
+        plan = plan.model_copy(update={"strategies": strategies})
+        refs.append(_experience_ref(similar, "similar problem"))
+    return plan, refs
+
+
+def _passages(plan: Plan, spec: Spec, context_chars: int) -> list[Passage]:
+    hits = search(plan_query(plan, spec), Filters(family=plan.family, arch=spec.arch, dtype=spec.dtype),
+                  k=PASSAGE_CANDIDATES,
+                  plan=PlanMatch(operation=spec.operation.value, format=plan.format, dtype=spec.dtype, family=plan.family,
+                                 kernels=[s.kernel for s in plan.strategies]))
+    out, used = [], 0
+    for hit in hits:
+        if used + len(hit.text) > context_chars:
+            continue
+        out.append(Passage(id=hit.id, title=hit.title, source=hit.source, score=hit.score, text=hit.text))
+        used += len(hit.text)
+    return out
+
+
+def retrieve(plan: Plan, spec: Spec, gpu: dict[str, Any] | None, store: ExperienceStore, context_chars: int) -> tuple[Plan, References]:
+    """The plan refined by experience, and the references for the coder (and an LLM planner's revisions)."""
+    plan, stored = _with_experience(plan, spec, gpu, store)
+    library = [Reference(kernel=s.kernel, strategy=get_kernel(s.kernel).strategy, summary=get_kernel(s.kernel).summary.strip())
+               for s in plan.strategies]
+    refs = References(kernels=stored + library, passages=_passages(plan, spec, context_chars))
+    log.info("retrieved", reuse=plan.reuse is not None, kernels=[r.kernel for r in refs.kernels],
+             passages=[p.id for p in refs.passages])
+    return plan, refs
+
+
+def references_markdown(refs: dict[str, Any]) -> list[str]:
+    """The report's section on what was retrieved: kernels (with their origin) and passages with scores."""
+    parsed = References.model_validate(refs)
+    lines = ["## Retrieved", "", "| kernel | origin | note |", "|---|---|---|"]
+    for r in parsed.kernels:
+        params = f"({', '.join(f'{k}={v}' for k, v in sorted(r.params.items()))})" if r.params else ""
+        note = r.summary.replace("|", "/").replace("\n", " ")
+        lines.append(f"| `{r.kernel}{params}` | {r.origin} | {note[:160]} |")
+    if parsed.passages:
+        lines += ["", "| passage | source | score |", "|---|---|---|"]
+        lines += [f"| {p.id} | {p.source} | {p.score:.2f} |" for p in parsed.passages]
+    return lines + [""]

@@ -77,6 +77,11 @@ def offline_review(plan: Plan, iterations: list[dict[str, Any]], dtype: str, bac
                        best_iteration=best["iteration"] if best else None)
 
     speedup = (best["report"]["measurement"] or {}).get("speedup_vs_best") if best else None
+    last_speedup = (last.measurement.speedup_vs_best or 0.0) if last.measurement else 0.0
+    if (plan.reuse is not None and Choice.model_validate(iterations[-1]["choice"]) == plan.reuse and last.correct
+            and last_speedup >= plan.acceptance.min_speedup):
+        return Verdict(decision="accept", diagnosis=f"stored kernel re-validated: {diagnosis}",
+                       best_iteration=iterations[-1]["iteration"])
     if speedup is not None and speedup >= plan.acceptance.target_speedup:
         return Verdict(decision="accept", diagnosis=f"{diagnosis}; target {plan.acceptance.target_speedup}x reached",
                        best_iteration=best["iteration"])

@@ -29,16 +29,32 @@ class Plan(BaseModel):
     baselines: list[str]
     acceptance: Acceptance
     notes: str = ""
+    # a kernel accepted before for this very problem on this GPU: re-validated first, instead of a search
+    reuse: Choice | None = None
 
 
 class Reference(BaseModel):
     kernel: str
     strategy: str
     summary: str
+    # "experience": accepted by an earlier run (params are what it ran with); "library": a reference kernel
+    origin: Literal["library", "experience"] = "library"
+    params: dict[str, int] = {}
+
+
+class Passage(BaseModel):
+    """A retrieved knowledge-base chunk and its retrieval score."""
+
+    id: str
+    title: str
+    source: str
+    score: float
+    text: str
 
 
 class References(BaseModel):
     kernels: list[Reference]
+    passages: list[Passage] = []
 
 
 class Choice(BaseModel):

@@ -21,10 +21,12 @@ from typing import Any, Literal
 import structlog
 from pydantic import BaseModel
 
+from sparseditto import pipeline
+from sparseditto.agents.llm_models import check_usable
 from sparseditto.errors import EvalError, PolicyError
 from sparseditto.evals.records import ResultLog, SpecRecord, measured_fields, read_result_json
 from sparseditto.evals.suite import Suite, SuiteSpec
-from sparseditto import pipeline
+from sparseditto.settings import Settings
 
 log = structlog.get_logger(__name__)
 
@@ -71,6 +73,8 @@ def check_config(config: EvalConfig, gpu_count: Callable[[], int | None]) -> Non
     if config.policy not in pipeline.AVAILABLE_POLICIES:
         available = ", ".join(pipeline.AVAILABLE_POLICIES)
         raise PolicyError(f"--policy {config.policy}: not available here; available: {available}")
+    if config.policy != "offline":
+        check_usable(Settings())
     if config.gpus is not None:
         if config.workers > 1:
             raise EvalError("--gpus and --workers exclude each other: --gpus runs one worker per GPU")

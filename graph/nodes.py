@@ -18,12 +18,14 @@ from langgraph.types import interrupt
 from pydantic import BaseModel, Field, ValidationError
 
 from sparseditto.agents.policies import accounting, code_step, plan_step, review_step
-from sparseditto.agents.retriever import retrieve
+from sparseditto.agents.retriever import gpu_identity, retrieve
 from sparseditto.agents.reviewer import best_iteration, describe
 from sparseditto.agents.schemas import Plan, References
 from sparseditto.graph.context import PipelineContext
 from sparseditto.graph.routing import budget_spent, extended_limits, llm_budget_spent
 from sparseditto.graph.state import PipelineState
+from sparseditto.knowledge_base.experience import ExperienceStore, experience_path, record_accepted
+from sparseditto.settings import Settings
 from sparseditto.spec import Spec, parse_spec
 from sparseditto.tools.contract import KernelCandidate
 from sparseditto.tools.results import VerificationReport
@@ -61,10 +63,17 @@ async def planner(state: PipelineState, runtime: Runtime[PipelineContext]) -> di
     }
 
 
-async def retriever(state: PipelineState) -> dict[str, Any]:
-    refs = retrieve(Plan.model_validate(state["plan"]))
-    _emit("retrieved", kernels=[r.kernel for r in refs.kernels])
-    return {"references": refs.model_dump()}
+async def retriever(state: PipelineState, runtime: Runtime[PipelineContext]) -> dict[str, Any]:
+    """Also refines the plan with experience: a stored kernel to re-validate, or a better start."""
+    ctx = runtime.context or PipelineContext()
+    compile_only = ctx.force_compile_only or getattr(ctx.verifier, "backend", None) == "compile_only"
+    gpu = await asyncio.to_thread(gpu_identity, compile_only)
+    store = ExperienceStore(experience_path(ctx.runs_dir))
+    plan, refs = await asyncio.to_thread(retrieve, Plan.model_validate(state["plan"]), Spec.model_validate(state["spec"]),
+                                         gpu, store, Settings().context_chars)
+    _emit("retrieved", kernels=[r.kernel for r in refs.kernels], passages=[p.id for p in refs.passages],
+          reuse=plan.reuse.model_dump() if plan.reuse else None)
+    return {"plan": plan.model_dump(), "references": refs.model_dump()}
 
 
 async def coder(state: PipelineState, runtime: Runtime[PipelineContext]) -> dict[str, Any]:
@@ -166,6 +175,9 @@ async def finalize(state: PipelineState, runtime: Runtime[PipelineContext]) -> d
     ctx = runtime.context or PipelineContext()
     status = final_status(state)
     best = best_iteration(state["iterations"])
+    if status == "accepted" and best:
+        store = ExperienceStore(experience_path(ctx.runs_dir))
+        await asyncio.to_thread(record_accepted, store, Spec.model_validate(state["spec"]), best, state["run_id"])
     folder = await asyncio.to_thread(write_artifacts, state, status, ctx.runs_dir)
     _emit("finished", status=status, artifacts=str(folder))
     return {"status": status, "best_iteration": best["iteration"] if best else None, "artifacts_dir": str(folder)}

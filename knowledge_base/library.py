@@ -20,6 +20,20 @@ PRELUDE_FILE = KERNEL_DIR / "prelude.cuh"
 _FRONT = re.compile(r"^/\*---\n(.*?)\n---\*/\n", re.S)
 
 
+class Measured(BaseModel):
+    """One measured result of the kernel on a GPU, with the file that holds the evidence."""
+
+    model_config = ConfigDict(frozen=True)
+    spec: str
+    gpu: str
+    params: dict[str, int]
+    median_us: float
+    best_baseline: str
+    best_baseline_us: float
+    speedup: float
+    source: str
+
+
 class ReferenceKernel(BaseModel):
     """A reference kernel and what it is for; `instantiate` turns it into a candidate."""
 
@@ -36,6 +50,7 @@ class ReferenceKernel(BaseModel):
     kernels: tuple[KernelLaunch, ...]
     workspace: dict[str, Workspace] = {}
     preparation: str | None = None
+    measured: tuple[Measured, ...] = ()
     body: str
     path: Path
 
@@ -81,16 +96,20 @@ def reference_kernels() -> tuple[ReferenceKernel, ...]:
     return tuple(sorted((_parse(p) for p in KERNEL_DIR.glob("*.cu")), key=lambda k: k.name))
 
 
+def arch_number(arch: str) -> int:
+    """sm_90a -> 90, sm_100 -> 100."""
+    return int(re.sub(r"\D", "", arch))
+
+
+def runs_on(arch: str, archs: tuple[str, ...] | list[str]) -> bool:
+    """Whether code written for any of `archs` (minimum architectures) runs on `arch`."""
+    return any(arch_number(arch) >= arch_number(a) for a in archs)
+
+
 def kernels_for(family: str, dtype: str | None = None, arch: str | None = None) -> list[ReferenceKernel]:
     """Reference kernels of a family, filtered by dtype and architecture when given."""
-    out = []
-    for k in reference_kernels():
-        if k.family != family or (dtype and dtype not in k.dtypes):
-            continue
-        if arch and not any(arch.startswith(a) or int(arch[3:5]) >= int(a[3:5]) for a in k.archs):
-            continue
-        out.append(k)
-    return out
+    return [k for k in reference_kernels()
+            if k.family == family and (not dtype or dtype in k.dtypes) and (not arch or runs_on(arch, k.archs))]
 
 
 def get_kernel(name: str) -> ReferenceKernel:

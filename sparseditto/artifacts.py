@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from sparseditto.agents.llm_trace import render_markdown
+from sparseditto.agents.retriever import references_markdown
 from sparseditto.agents.reviewer import best_iteration, describe
 from sparseditto.spec import Spec
 from sparseditto.tools.compiler import DTYPE_CODES
@@ -144,6 +145,8 @@ def _report_md(state: dict[str, Any], status: str, best: dict[str, Any] | None) 
                 sp = f"{b.median_us / report.measurement.median_us:.2f}x" if report.measurement else "-"
                 lines.append(f"| {b.name} | {b.library} | {b.config} | {b.median_us:.1f} | {'yes' if b.correct else 'no'} | {sp} |")
             lines.append("")
+    if state.get("references"):
+        lines += references_markdown(state["references"])
     lines += ["## Iterations", "", "| # | candidate | backend | outcome | verdict |", "|---|---|---|---|---|"]
     for it, verdict in zip(state["iterations"], state.get("verdicts", [])):
         outcome = describe(VerificationReport.model_validate(it["report"])).replace("|", "/")

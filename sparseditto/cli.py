@@ -13,11 +13,13 @@ from rich.table import Table
 
 from sparseditto.errors import SparseDittoError
 from sparseditto.eval_cli import eval_app
+from sparseditto.kb_cli import kb_app
 from sparseditto.logging_setup import configure_logging
 from sparseditto.pipeline import PipelineResult, resume, run_pipeline
 from sparseditto.settings import Settings
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Sparse operation + sparsity pattern -> a validated, benchmarked CUDA kernel.")
+app.add_typer(kb_app, name="kb")
 console = Console()
 app.add_typer(eval_app, name="eval")
 
@@ -41,6 +43,8 @@ class Progress:
             self.status.update(f"iteration {event['iteration']}: the model wrote {event['label']}")
         elif kind == "planned":
             console.print(f"[bold]plan[/]: {', '.join(event['strategies'])}")
+        elif kind == "retrieved" and event.get("reuse"):
+            console.print(f"[bold]experience[/]: re-validating the kernel stored for this problem: {event['reuse']['kernel']}")
         elif kind == "verifying":
             self.status.update(f"iteration {event['iteration']}: verifying {event['label']} ({event['backend']})")
         elif kind == "verified":

@@ -29,3 +29,7 @@ class PolicyError(SparseDittoError):
 
 class EvalError(SparseDittoError):
     """A suite that cannot be read or an evaluation that cannot start (bad options, existing results)."""
+
+
+class KnowledgeBaseError(SparseDittoError):
+    """A knowledge-base command with a filter or value that names nothing known."""

@@ -49,3 +49,8 @@ class Settings(BaseSettings):
     def model_for(self, role: Role) -> str | None:
         """The model a role uses: its own setting, else llm_model."""
         return getattr(self, f"llm_{role}_model") or self.llm_model
+    # knowledge base: BM25 index cache (default ~/.cache/sparseditto/kb), experience store
+    # (default <runs_dir>/experience.sqlite), and how many characters of passages the agents get
+    kb_cache_dir: str | None = None
+    experience_db: str | None = None
+    context_chars: int = 6000

@@ -16,7 +16,6 @@ from llm.replay_server import ReplayServer, completion, error
 from llm.scripted import ScriptedChatModel, answer
 from typer.testing import CliRunner
 
-from conftest import measured_report, wrong_report
 from sparseditto import cli as cli_module
 from sparseditto.cli import _endpoint, app
 from sparseditto.errors import PolicyError
@@ -37,11 +36,14 @@ def cli(monkeypatch):
     return lambda *args: CliRunner().invoke(app, [str(a) for a in args])
 
 
-def first_wrong_then_fast(candidate, n):
-    return wrong_report(candidate.label()) if n == 1 else measured_report(candidate.label(), median_us=60.0, speedup=1.3)
+@pytest.fixture
+def first_wrong_then_fast(measured_report, wrong_report):
+    return lambda candidate, n: (wrong_report(candidate.label()) if n == 1
+                                 else measured_report(candidate.label(), median_us=60.0, speedup=1.3))
 
 
-def test_llm_run_over_http_acts_on_feedback_and_writes_its_trace(tmp_path, tiny_spmm_dict, scripted_verifier, monkeypatch):
+def test_llm_run_over_http_acts_on_feedback_and_writes_its_trace(tmp_path, tiny_spmm_dict, scripted_verifier, monkeypatch,
+                                                                 first_wrong_then_fast):
     monkeypatch.setenv("SPARSEDITTO_LLM_PROMPT_USD_PER_1K", "1.0")
     monkeypatch.setenv("SPARSEDITTO_LLM_COMPLETION_USD_PER_1K", "2.0")
     replies = [

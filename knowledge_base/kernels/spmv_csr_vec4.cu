@@ -13,6 +13,11 @@ summary: >
   allocation; HINT=1 adds an L2 evict-first policy so x stays in L2). Best for rows of similar
   length: pick GROUP*4*UNROLL near the typical row length. XL selects the x gather: 0 through the
   read-only path with L1 allocation, 1 cached in L2 only (ld.global.cg).
+measured:  # H200 (sm_90), offline pipeline runs; median of 30 with L2 flushed
+  - {spec: spmv_fp32_uniform, gpu: NVIDIA H200, params: {BLOCK: 256, GROUP: 4, HINT: 1, UNROLL: 2, XL: 0}, median_us: 125.8, best_baseline: cusparse_spmv_csr_alg1_pre,
+     best_baseline_us: 131.4, speedup: 1.04, source: evals/results/core_pipeline_h200.md}
+  - {spec: spmv_fp32_powerlaw, gpu: NVIDIA H200, params: {BLOCK: 256, GROUP: 8, HINT: 1, UNROLL: 2, XL: 0}, median_us: 663.8, best_baseline: cusparse_spmv_default_pre,
+     best_baseline_us: 133.0, speedup: 0.2, source: evals/results/core_pipeline_h200.md}
 parameters:
   GROUP: [1, 2, 4, 8, 16, 32]
   UNROLL: [1, 2, 4]

@@ -55,7 +55,7 @@ def test_rerunning_needs_resume_and_resume_runs_nothing_twice(smoke_out):
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["eval", "smoke", "--policy", "llm", "--compile-only"], "--policy llm: not available here"),
+    (["eval", "smoke", "--policy", "llm", "--compile-only"], "the llm policy needs a model"),
     (["eval", "smoke", "--policy", "clever"], "--policy 'clever': allowed: offline, llm, hybrid"),
     (["eval", "nosuch"], "suite 'nosuch': no such suite"),
     (["eval", "smoke", "--gpus", "zero"], "--gpus 'zero': give GPU indices"),

@@ -1,0 +1,1 @@
+"""Retrieval evaluation: labelled queries and their recall and MRR against the knowledge-base index."""

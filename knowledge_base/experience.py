@@ -1,0 +1,172 @@
+"""The experience store: every kernel a run accepted on a GPU, in SQLite, for later runs to start from.
+
+An entry holds the spec, the kernel's source, the choice (reference kernel + parameters), the
+measurement and the GPU (name, arch). Its key is the spec's canonical problem — operation, pattern,
+shapes, dtype and target arch, not its name, budget or baselines — plus the GPU name: a later run with
+the same key re-validates the stored kernel instead of searching. Entries of the same family and
+dtype with another shape or density are "similar": their kernel becomes the first reference.
+Only accepted GPU runs are stored; a compile-only run measured nothing and is never stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import sqlite3
+import time
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import structlog
+from pydantic import BaseModel
+
+from sparseditto.agents.schemas import Choice
+from sparseditto.knowledge_base.library import get_kernel
+from sparseditto.settings import Settings
+from sparseditto.spec import MatrixFilePattern, Spec
+
+log = structlog.get_logger(__name__)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS accepted (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    problem_key TEXT NOT NULL,
+    gpu_name TEXT NOT NULL,
+    gpu_arch TEXT NOT NULL,
+    family TEXT NOT NULL,
+    dtype TEXT NOT NULL,
+    spec_json TEXT NOT NULL,
+    kernel TEXT NOT NULL,
+    params_json TEXT NOT NULL,
+    source TEXT NOT NULL,
+    measurement_json TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS accepted_key ON accepted (problem_key, gpu_name);
+CREATE INDEX IF NOT EXISTS accepted_family ON accepted (family, dtype);
+"""
+
+
+class Experience(BaseModel):
+    """One accepted kernel and the problem it was accepted for."""
+
+    id: int
+    problem_key: str
+    gpu_name: str
+    gpu_arch: str
+    spec: dict[str, Any]
+    choice: Choice
+    source: str
+    measurement: dict[str, Any]
+    run_id: str
+    created_at: float
+
+    def label(self) -> str:
+        params = ", ".join(f"{k}={v}" for k, v in sorted(self.choice.params.items()))
+        return f"{self.choice.kernel}({params})"
+
+
+def experience_path(runs_dir: str) -> Path:
+    """The setting `experience_db` (env SPARSEDITTO_EXPERIENCE_DB), else <runs_dir>/experience.sqlite."""
+    return Path(Settings().experience_db or Path(runs_dir) / "experience.sqlite")
+
+
+def canonical_problem(spec: Spec, gpu_arch: str) -> dict[str, Any]:
+    """What makes two specs the same problem; a matrix file counts by its contents, not its path."""
+    pattern = spec.pattern.model_dump(mode="json")
+    if isinstance(spec.pattern, MatrixFilePattern):
+        pattern = {"kind": "matrix_file", "sha256": hashlib.sha256(Path(spec.pattern.path).read_bytes()).hexdigest()}
+    return {"operation": spec.operation.value, "pattern": pattern, "M": spec.M, "K": spec.K, "N": spec.N,
+            "dtype": spec.dtype, "arch": spec.arch or gpu_arch}
+
+
+def problem_key(spec: Spec, gpu_arch: str) -> str:
+    return hashlib.sha256(json.dumps(canonical_problem(spec, gpu_arch), sort_keys=True).encode()).hexdigest()
+
+
+class ExperienceStore:
+    """One SQLite file; each call opens its own connection, so runs in several processes can share it."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def _connect(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, timeout=30)
+        conn.row_factory = sqlite3.Row
+        conn.executescript(_SCHEMA)
+        return conn
+
+    def record(self, spec: Spec, choice: Choice, source: str, measurement: dict[str, Any], gpu: dict[str, Any],
+               run_id: str) -> int:
+        with closing(self._connect()) as conn, conn:
+            cur = conn.execute(
+                "INSERT INTO accepted (problem_key, gpu_name, gpu_arch, family, dtype, spec_json, kernel, params_json,"
+                " source, measurement_json, run_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (problem_key(spec, gpu["arch"]), gpu["name"], gpu["arch"], spec.family, spec.dtype,
+                 spec.model_dump_json(), choice.kernel, json.dumps(choice.params, sort_keys=True), source,
+                 json.dumps(measurement), run_id, time.time()))
+        log.info("experience_recorded", kernel=choice.kernel, gpu=gpu["name"], run_id=run_id)
+        return int(cur.lastrowid)
+
+    def _rows(self, where: str, args: tuple[Any, ...]) -> list[Experience]:
+        if not self.path.exists():
+            return []
+        with closing(self._connect()) as conn:
+            rows = conn.execute(f"SELECT * FROM accepted WHERE {where} ORDER BY created_at DESC", args).fetchall()
+        return [Experience(id=r["id"], problem_key=r["problem_key"], gpu_name=r["gpu_name"], gpu_arch=r["gpu_arch"],
+                           spec=json.loads(r["spec_json"]),
+                           choice=Choice(kernel=r["kernel"], params=json.loads(r["params_json"])),
+                           source=r["source"], measurement=json.loads(r["measurement_json"]), run_id=r["run_id"],
+                           created_at=r["created_at"]) for r in rows]
+
+    def exact(self, spec: Spec, gpu: dict[str, Any]) -> Experience | None:
+        """The fastest kernel accepted for this very problem on a GPU of this name."""
+        found = self._rows("problem_key = ? AND gpu_name = ?", (problem_key(spec, gpu["arch"]), gpu["name"]))
+        return min(found, key=lambda e: e.measurement.get("median_us", math.inf), default=None)
+
+    def similar(self, spec: Spec, gpu: dict[str, Any] | None, limit: int = 3) -> list[Experience]:
+        """Kernels accepted for the same family and dtype on other problems, closest first.
+
+        Same GPU before other GPUs; then by the distance in log scale between nonzeros and dense widths.
+        """
+        key = problem_key(spec, gpu["arch"]) if gpu else None
+        found = [e for e in self._rows("family = ? AND dtype = ?", (spec.family, spec.dtype))
+                 if not (key and e.problem_key == key and e.gpu_name == gpu["name"])]
+
+        def distance(e: Experience) -> tuple[int, float]:
+            other = Spec.model_validate(e.spec)
+            shape = sum(abs(math.log((getattr(spec, d) or 1) / (getattr(other, d) or 1))) for d in ("M", "K", "N"))
+            return (0 if gpu and e.gpu_name == gpu["name"] else 1, shape + abs(math.log(_density(spec) / _density(other))))
+
+        return sorted(found, key=distance)[:limit]
+
+    def count(self) -> int:
+        if not self.path.exists():
+            return 0
+        with closing(self._connect()) as conn:
+            return int(conn.execute("SELECT COUNT(*) FROM accepted").fetchone()[0])
+
+
+def _density(spec: Spec) -> float:
+    pattern = spec.pattern
+    density = getattr(pattern, "density", None)
+    if density:
+        return float(density)
+    per_row = getattr(pattern, "nnz_per_row", None)
+    return float(per_row) / spec.K if per_row and spec.K else 1.0
+
+
+def record_accepted(store: ExperienceStore, spec: Spec, iteration: dict[str, Any], run_id: str) -> int | None:
+    """Store an accepted iteration if it was measured on a GPU; returns the new entry's id, else None."""
+    report = iteration["report"]
+    device = report.get("device") or {}
+    if iteration.get("backend") != "gpu" or not report.get("measurement") or not device.get("name"):
+        return None
+    choice = Choice.model_validate(iteration["choice"])
+    source = get_kernel(choice.kernel).instantiate(choice.params).source
+    return store.record(spec, choice, source, report["measurement"],
+                        {"name": device["name"], "arch": device.get("arch") or spec.arch or "unknown"}, run_id)

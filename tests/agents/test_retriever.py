@@ -1,0 +1,86 @@
+"""The retriever agent: experience refines the plan, passages fit the budget and match the plan."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparseditto.agents.planner import offline_plan
+from sparseditto.agents.retriever import plan_query, references_markdown, retrieve
+from sparseditto.agents.schemas import Choice
+from sparseditto.knowledge_base.experience import ExperienceStore
+from sparseditto.spec import parse_spec
+
+GPU = {"name": "NVIDIA H200", "arch": "sm_90"}
+
+
+@pytest.fixture(autouse=True)
+def kb_cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("SPARSEDITTO_KB_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "kb-cache"))
+
+
+@pytest.fixture
+def store(tmp_path):
+    return ExperienceStore(tmp_path / "experience.sqlite")
+
+
+def stored(store, spec, params, gpu=GPU):
+    store.record(spec, Choice(kernel="spmm_csr_rowsplit", params=params), "// src",
+                 {"median_us": 20.0, "speedup_vs_best": 1.1, "best_baseline": "cusparse"}, gpu, "run0")
+
+
+def test_empty_store_gives_library_references_and_passages(tiny_spmm, store):
+    plan = offline_plan(tiny_spmm)
+    refined, refs = retrieve(plan, tiny_spmm, GPU, store, context_chars=4000)
+    assert refined == plan
+    assert [r.kernel for r in refs.kernels] == [s.kernel for s in plan.strategies]
+    assert all(r.origin == "library" for r in refs.kernels)
+    assert refs.passages and sum(len(p.text) for p in refs.passages) <= 4000
+    scores = [p.score for p in refs.passages]
+    assert scores == sorted(scores, reverse=True)
+    # the family filter keeps 2:4 and SpMV material out of a CSR SpMM run
+    assert not any(p.id.startswith(("sparse_mma_2_4", "cusparselt", "spmv_algorithms", "kernel:spmv")) for p in refs.passages)
+    assert any(p.id.startswith("spmm_algorithms") or p.id.startswith("kernel:spmm") for p in refs.passages[:3])
+
+
+def test_context_budget_limits_the_passages(tiny_spmm, store):
+    plan = offline_plan(tiny_spmm)
+    small = retrieve(plan, tiny_spmm, None, store, context_chars=1500)[1].passages
+    large = retrieve(plan, tiny_spmm, None, store, context_chars=20000)[1].passages
+    assert sum(len(p.text) for p in small) <= 1500 < sum(len(p.text) for p in large)
+
+
+def test_exact_entry_sets_reuse_and_comes_first(tiny_spmm, store):
+    stored(store, tiny_spmm, {"VW": 2, "WARPS": 8, "UNROLL": 4})
+    plan, refs = retrieve(offline_plan(tiny_spmm), tiny_spmm, GPU, store, 4000)
+    assert plan.reuse == Choice(kernel="spmm_csr_rowsplit", params={"VW": 2, "WARPS": 8, "UNROLL": 4})
+    assert refs.kernels[0].origin == "experience" and "same problem, same GPU" in refs.kernels[0].summary
+    assert retrieve(offline_plan(tiny_spmm), tiny_spmm, None, store, 4000)[0].reuse is None, "no GPU, no reuse"
+
+
+def test_similar_entry_sets_the_start_point(tiny_spmm_dict, store):
+    stored(store, parse_spec({**tiny_spmm_dict, "N": 128}), {"VW": 2, "WARPS": 8, "UNROLL": 4})
+    spec = parse_spec(tiny_spmm_dict)
+    plan, refs = retrieve(offline_plan(spec), spec, GPU, store, 4000)
+    assert plan.reuse is None
+    assert plan.strategies[0].start == {"VW": 2, "WARPS": 8, "UNROLL": 4}
+    assert refs.kernels[0].origin == "experience" and refs.kernels[0].params == {"VW": 2, "WARPS": 8, "UNROLL": 4}
+
+
+def test_stored_parameters_outside_the_search_space_are_not_used(tiny_spmm_dict, store):
+    # VW=8 is not valid for fp32 (32-byte vectors): the planner's space excludes it
+    stored(store, parse_spec({**tiny_spmm_dict, "N": 128}), {"VW": 8, "WARPS": 8, "UNROLL": 4})
+    spec = parse_spec(tiny_spmm_dict)
+    plan, refs = retrieve(offline_plan(spec), spec, GPU, store, 4000)
+    assert plan == offline_plan(spec)
+    assert all(r.origin == "library" for r in refs.kernels)
+
+
+def test_plan_query_and_report_section(tiny_spmv, store):
+    plan = offline_plan(tiny_spmv)
+    query = plan_query(plan, tiny_spmv)
+    assert "spmv_csr_vec4" in query and "spmv" in query and "fp32" in query
+    _, refs = retrieve(plan, tiny_spmv, None, store, 3000)
+    lines = references_markdown(refs.model_dump())
+    assert lines[0] == "## Retrieved"
+    assert any("spmv_csr_vec4" in line and "| library |" in line for line in lines)
+    assert any(line.startswith(f"| {refs.passages[0].id} |") and f"{refs.passages[0].score:.2f}" in line for line in lines)
