@@ -84,9 +84,11 @@ def plan_step(spec: Spec, policy: str, llm: LLM, budget_spent: str | None = None
 
 
 def offline_code(plan: Plan, iterations: list[dict[str, Any]], verdicts: list[dict[str, Any]]) -> Written:
-    """The reviewer's suggestion, else the plan's first strategy not tried yet, else its first."""
+    """The reviewer's suggestion, else a stored kernel to re-validate, else the plan's first untried strategy."""
     if verdicts and verdicts[-1].get("next"):
         choice = Choice.model_validate(verdicts[-1]["next"])
+    elif plan.reuse and not iterations:
+        choice = plan.reuse
     else:
         tried = {(it["choice"]["kernel"], tuple(sorted(it["choice"]["params"].items()))) for it in iterations}
         choice = next((Choice(kernel=s.kernel, params=s.start) for s in plan.strategies

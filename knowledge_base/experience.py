@@ -167,6 +167,7 @@ def record_accepted(store: ExperienceStore, spec: Spec, iteration: dict[str, Any
     if iteration.get("backend") != "gpu" or not report.get("measurement") or not device.get("name"):
         return None
     choice = Choice.model_validate(iteration["choice"])
-    source = get_kernel(choice.kernel).instantiate(choice.params).source
+    written = iteration.get("kernel") or {}  # the verified candidate itself (a model may have written new source)
+    source = written.get("source") or get_kernel(choice.kernel).instantiate(choice.params).source
     return store.record(spec, choice, source, report["measurement"],
                         {"name": device["name"], "arch": device.get("arch") or spec.arch or "unknown"}, run_id)

@@ -11,6 +11,7 @@ from sparseditto.agents.planner import offline_plan
 from sparseditto.agents.policies import LLM, code_step
 from sparseditto.agents.retriever import retrieve
 from sparseditto.agents.schemas import Choice
+from sparseditto.knowledge_base.experience import ExperienceStore
 from sparseditto.knowledge_base.library import get_kernel
 from sparseditto.settings import Settings
 from sparseditto.tools.verifier import CompileOnlyVerifier
@@ -19,9 +20,9 @@ SETTINGS = Settings(llm_model="scripted", llm_repair_attempts=1)
 
 
 @pytest.fixture
-def setup(tiny_spmm):
-    plan = offline_plan(tiny_spmm)
-    return tiny_spmm, plan, retrieve(plan)
+def setup(tiny_spmm, tmp_path):
+    plan, refs = retrieve(offline_plan(tiny_spmm), tiny_spmm, None, ExperienceStore(tmp_path / "experience.sqlite"), 2000)
+    return tiny_spmm, plan, refs
 
 
 def iteration(n, choice, candidate, report):

@@ -76,7 +76,7 @@ def test_existing_results_need_resume_and_the_same_settings(tmp_path):
 
 
 @pytest.mark.parametrize(("update", "gpus_found", "error", "message"), [
-    ({"policy": "llm"}, None, PolicyError, "--policy llm: not available here; available: offline"),
+    ({"policy": "llm"}, None, PolicyError, "the llm policy needs a model"),
     ({"gpus": [0, 2], "compile_only": False}, 2, EvalError, "--gpus: no GPU 2 on this machine"),
     ({"gpus": [0], "compile_only": True}, 1, EvalError, "exclude each other"),
     ({"gpus": [1, 1], "compile_only": False}, 2, EvalError, "each GPU once"),
