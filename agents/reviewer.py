@@ -40,7 +40,12 @@ def describe(report: VerificationReport) -> str:
     if m is None:
         return "compiled; GPU stages not executed"
     vs = f", {m.speedup_vs_best:.2f}x vs {m.best_baseline} ({m.best_baseline_us:.1f} us)" if m.speedup_vs_best else ""
-    return f"{m.median_us:.1f} us, {m.bandwidth_fraction:.0%} of the bandwidth floor{vs}"
+    profile = report.stage("profile")
+    why = ""
+    if profile is not None and profile.status == "passed":
+        metrics = ", ".join(f"{k} {v:g}" for k, v in profile.evidence.get("key_metrics", {}).items())
+        why = f"; {profile.evidence.get('bottleneck')}-bound ({metrics})"
+    return f"{m.median_us:.1f} us, {m.bandwidth_fraction:.0%} of the bandwidth floor{vs}{why}"
 
 
 def _neighbours(plan: Plan, choice: Choice, dtype: str) -> list[Choice]:

@@ -94,7 +94,9 @@ async def tool(state: PipelineState, runtime: Runtime[PipelineContext]) -> dict[
     iteration = len(state.get("iterations", [])) + 1
     _emit("verifying", iteration=iteration, label=candidate.label(), backend=verifier.backend)
     start = time.perf_counter()
-    report: VerificationReport = await asyncio.to_thread(verifier.verify, candidate, spec)
+    best = best_iteration(state.get("iterations", []))
+    best_us = ((best or {}).get("report", {}).get("measurement") or {}).get("median_us")
+    report: VerificationReport = await asyncio.to_thread(verifier.verify, candidate, spec, best_us)
     seconds = time.perf_counter() - start
     _emit("verified", iteration=iteration, label=candidate.label(), outcome=describe(report), seconds=round(seconds, 2))
     record = {"iteration": iteration, "choice": state["choice"], "candidate": candidate.label(), "kernel": state["candidate"],

@@ -36,7 +36,9 @@ log = structlog.get_logger(__name__)
 class Verifier(Protocol):
     backend: str
 
-    def verify(self, candidate: KernelCandidate, spec: Spec) -> VerificationReport: ...
+    def verify(self, candidate: KernelCandidate, spec: Spec, best_us: float | None = None) -> VerificationReport:
+        """`best_us`: the fastest correct time so far in this run; slower candidates skip the costly stages."""
+        ...
 
 
 def compile_candidate(candidate: KernelCandidate, spec: Spec, arch: str) -> tuple[CompileResult, Feedback]:
@@ -117,7 +119,7 @@ class CompileOnlyVerifier:
     def __init__(self, arch: str = "sm_90") -> None:
         self.arch = arch
 
-    def verify(self, candidate: KernelCandidate, spec: Spec) -> VerificationReport:
+    def verify(self, candidate: KernelCandidate, spec: Spec, best_us: float | None = None) -> VerificationReport:
         result, feedback, sass = check_and_compile(candidate, spec, spec.arch or self.arch)
         if not any(f.status in {"failed", "error"} for f in feedback):
             feedback += [Feedback(stage=s, status="not_executed", message=NOT_EXECUTED_NO_GPU)
@@ -130,7 +132,9 @@ class GpuVerifier:
 
     Stages: static check and compile -> correctness and benchmark (one child) -> compute-sanitizer on a
     small instance (one child per tool) -> Nsight Compute on the main shape (candidate, and the best
-    baseline once per spec). Each later stage runs only when the earlier ones passed.
+    baseline once per spec). Each later stage runs only when the earlier ones passed, and the sanitizer
+    and profiler only for a candidate faster than the run's best so far: only such a candidate can be
+    accepted, so every accepted kernel has passed them.
     """
 
     backend = "gpu"
@@ -145,7 +149,7 @@ class GpuVerifier:
         self.profile = profile
         self.tool_timeout_s = tool_timeout_s
 
-    def verify(self, candidate: KernelCandidate, spec: Spec) -> VerificationReport:
+    def verify(self, candidate: KernelCandidate, spec: Spec, best_us: float | None = None) -> VerificationReport:
         arch = spec.arch or self.arch
         result, feedback, sass = check_and_compile(candidate, spec, arch)
         if result is None or any(f.status in {"failed", "error"} for f in feedback):
@@ -165,6 +169,10 @@ class GpuVerifier:
             extra: dict[str, Any] = {"device": run.device, "trials": run.trials, "measurement": run.measurement,
                                      "baselines": run.baselines}
             if any(f.status in {"failed", "error"} for f in run.feedback):
+                return _report(candidate, self.backend, result, feedback, sass, **extra)
+            if best_us is not None and run.measurement and run.measurement.median_us >= best_us:
+                skipped = f"not executed: {run.measurement.median_us:.1f} us is not faster than the best so far ({best_us:.1f} us)"
+                feedback += [Feedback(stage=s, status="not_executed", message=skipped) for s in ("sanitizer", "profile")]
                 return _report(candidate, self.backend, result, feedback, sass, **extra)
             feedback.append(self._sanitize(candidate, spec, arch, job, Path(tmp)))
             if feedback[-1].status == "passed":
