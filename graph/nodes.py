@@ -96,7 +96,10 @@ async def tool(state: PipelineState, runtime: Runtime[PipelineContext]) -> dict[
     start = time.perf_counter()
     best = best_iteration(state.get("iterations", []))
     best_us = ((best or {}).get("report", {}).get("measurement") or {}).get("median_us")
-    report: VerificationReport = await asyncio.to_thread(verifier.verify, candidate, spec, best_us)
+    reuse = state["plan"].get("reuse")
+    checked = ("the stored kernel passed the sanitizer and was profiled when it was accepted on this GPU"
+               if reuse and reuse == state["choice"] else None)
+    report: VerificationReport = await asyncio.to_thread(verifier.verify, candidate, spec, best_us, checked)
     seconds = time.perf_counter() - start
     _emit("verified", iteration=iteration, label=candidate.label(), outcome=describe(report), seconds=round(seconds, 2))
     record = {"iteration": iteration, "choice": state["choice"], "candidate": candidate.label(), "kernel": state["candidate"],

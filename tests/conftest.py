@@ -136,7 +136,8 @@ class ScriptedVerifier:
         self.outcome = outcome
         self.calls: list[str] = []
 
-    def verify(self, candidate: KernelCandidate, spec: Spec, best_us: float | None = None) -> VerificationReport:
+    def verify(self, candidate: KernelCandidate, spec: Spec, best_us: float | None = None,
+               already_checked: str | None = None) -> VerificationReport:
         self.calls.append(candidate.label())
         return self.outcome(candidate, len(self.calls))
 

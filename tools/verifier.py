@@ -36,8 +36,10 @@ log = structlog.get_logger(__name__)
 class Verifier(Protocol):
     backend: str
 
-    def verify(self, candidate: KernelCandidate, spec: Spec, best_us: float | None = None) -> VerificationReport:
-        """`best_us`: the fastest correct time so far in this run; slower candidates skip the costly stages."""
+    def verify(self, candidate: KernelCandidate, spec: Spec, best_us: float | None = None,
+               already_checked: str | None = None) -> VerificationReport:
+        """`best_us`: the fastest correct time so far in this run; slower candidates skip the costly stages.
+        `already_checked`: why the sanitizer and profiler need not run again (a stored kernel being re-validated)."""
         ...
 
 
@@ -119,7 +121,8 @@ class CompileOnlyVerifier:
     def __init__(self, arch: str = "sm_90") -> None:
         self.arch = arch
 
-    def verify(self, candidate: KernelCandidate, spec: Spec, best_us: float | None = None) -> VerificationReport:
+    def verify(self, candidate: KernelCandidate, spec: Spec, best_us: float | None = None,
+               already_checked: str | None = None) -> VerificationReport:
         result, feedback, sass = check_and_compile(candidate, spec, spec.arch or self.arch)
         if not any(f.status in {"failed", "error"} for f in feedback):
             feedback += [Feedback(stage=s, status="not_executed", message=NOT_EXECUTED_NO_GPU)
@@ -149,7 +152,8 @@ class GpuVerifier:
         self.profile = profile
         self.tool_timeout_s = tool_timeout_s
 
-    def verify(self, candidate: KernelCandidate, spec: Spec, best_us: float | None = None) -> VerificationReport:
+    def verify(self, candidate: KernelCandidate, spec: Spec, best_us: float | None = None,
+               already_checked: str | None = None) -> VerificationReport:
         arch = spec.arch or self.arch
         result, feedback, sass = check_and_compile(candidate, spec, arch)
         if result is None or any(f.status in {"failed", "error"} for f in feedback):
@@ -170,8 +174,12 @@ class GpuVerifier:
                                      "baselines": run.baselines}
             if any(f.status in {"failed", "error"} for f in run.feedback):
                 return _report(candidate, self.backend, result, feedback, sass, **extra)
-            if best_us is not None and run.measurement and run.measurement.median_us >= best_us:
+            skipped = None
+            if already_checked:
+                skipped = f"not executed: {already_checked}"
+            elif best_us is not None and run.measurement and run.measurement.median_us >= best_us:
                 skipped = f"not executed: {run.measurement.median_us:.1f} us is not faster than the best so far ({best_us:.1f} us)"
+            if skipped:
                 feedback += [Feedback(stage=s, status="not_executed", message=skipped) for s in ("sanitizer", "profile")]
                 return _report(candidate, self.backend, result, feedback, sass, **extra)
             feedback.append(self._sanitize(candidate, spec, arch, job, Path(tmp)))
