@@ -21,7 +21,8 @@ from sparseditto.tools.results import ErrorType
 TOOLS = ("memcheck", "racecheck", "initcheck", "synccheck")
 _PREFIX = "========="
 _NOT_FINDINGS = ("COMPUTE-SANITIZER", "ERROR SUMMARY", "RACECHECK SUMMARY", "Target application returned",
-                 "LEAK SUMMARY", "Saved host backtrace", "Host Frame", "Device Frame")
+                 "LEAK SUMMARY", "Saved host backtrace", "Host Frame", "Device Frame", "Warning: Error buffer overflow")
+_SKIPPED_COUNT = re.compile(r"^\d+ errors were skipped")
 
 
 class Finding(BaseModel):
@@ -72,7 +73,7 @@ def parse_sanitizer(output: str, tool: str) -> list[Finding]:
             continue
         body = raw[len(_PREFIX):]
         text = body.strip()
-        if not text or any(text.startswith(s) for s in _NOT_FINDINGS):
+        if not text or any(text.startswith(s) for s in _NOT_FINDINGS) or _SKIPPED_COUNT.match(text):
             continue
         if not body.startswith("    "):  # a new record; continuation lines are indented
             current = {"tool": tool, "kind": _kind(text), "message": text}

@@ -38,7 +38,7 @@ def test_without_a_gpu_static_cheats_are_refused_and_the_rest_compile(case):
 
 @pytest.fixture(scope="module")
 def gpu_verifier():
-    return GpuVerifier(arch="sm_90", trials=3, timeout_s=60, runs=10, profile=False, tool_timeout_s=120)
+    return GpuVerifier(arch="sm_90", trials=3, timeout_s=25, runs=10, profile=False, tool_timeout_s=120)
 
 
 @pytest.mark.gpu

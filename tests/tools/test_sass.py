@@ -1,0 +1,37 @@
+"""SASS instruction mix: the disassembler's output parsed (recorded fixture), and a live disassembly when available."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sparseditto.knowledge_base.library import get_kernel
+from sparseditto.tools.compiler import DTYPE_CODES, compile_source
+from sparseditto.tools.sass import analyse_cubin, find_disassembler, parse_sass
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "sass" / "spmm_csr_rowsplit_vw4_sm90.sass"
+
+
+def test_recorded_listing():
+    counts = parse_sass(FIXTURE.read_text())["spmm_csr_rowsplit"]
+    assert counts.instructions > 100
+    assert counts.global_loads_128 >= 1 and counts.global_loads >= counts.global_loads_128
+    assert counts.global_stores >= 1 and counts.shuffles > 0
+    assert counts.tensor_core == 0 and counts.local_loads == 0 == counts.local_stores
+
+
+def test_predicated_and_wide_instructions_are_counted():
+    listing = (".text.k:\n        /*0010*/   @!P1 LDG.E.128.CONSTANT R4, desc[UR4][R2.64] ;\n"
+               "        /*0020*/   HMMA.16816.F32 R8, R4, R6, R8 ;\n        /*0030*/   STL [R1], R0 ;\n")
+    c = parse_sass(listing)["k"]
+    assert (c.instructions, c.global_loads_128, c.tensor_core, c.local_stores) == (3, 1, 1, 1)
+
+
+@pytest.mark.skipif(find_disassembler() is None, reason="nvdisasm not installed")
+def test_a_fresh_cubin_is_disassembled_without_a_gpu():
+    k = get_kernel("spmv_csr_vec4").instantiate({"GROUP": 4, "UNROLL": 2, "BLOCK": 256, "HINT": 1, "XL": 0})
+    result = compile_source(k.source, "sm_90", [*k.defines(DTYPE_CODES["fp32"]), *k.compile_options])
+    counts = analyse_cubin(result.cubin)
+    assert not isinstance(counts, str), counts
+    assert counts["spmv_csr_vec4"].global_loads > 0
