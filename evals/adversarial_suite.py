@@ -114,7 +114,7 @@ CASES: tuple[AdversarialCase, ...] = (
                     kernel_source(product="__int_as_float(__float_as_int(" + PRODUCT + ") & 0xFFFF0000)"),
                     "correctness", "precision_loss"),
     AdversarialCase("skips_when_timed", "computes for the first calls, then returns early once it is being timed",
-                    kernel_source(globals_=COUNTS, guard="if (i < (1 << 16) && atomicAdd(&sd_calls[i], 1u) >= 20u) return;"),
+                    kernel_source(globals_=COUNTS, guard="if (i < (1 << 16) && atomicAdd(&sd_calls[i], 1u) >= 8u) return;"),
                     "benchmark", "inconsistent_output"),
     AdversarialCase("prints", "prints from device code", kernel_source(epilogue='if (i == 0) printf("done\\n");'),
                     "static", "forbidden_construct"),
