@@ -58,12 +58,20 @@ def _launch_yaml(kernels: Any) -> str:
 
 
 def references_text(refs: References) -> str:
-    out = []
+    """Each library kernel once (source, parameters, launches), kernels accepted before, then the retrieved passages."""
+    out, shown = [], set()
     for r in refs.kernels:
+        if r.origin == "experience":
+            out.append(f"### Accepted before: {r.kernel} with {json.dumps(r.params)}\n{r.summary}")
+        if r.kernel in shown or r.kernel not in {k.name for k in reference_kernels()}:
+            continue
+        shown.add(r.kernel)
         ref = get_kernel(r.kernel)
         out.append(f"### {ref.name} ({ref.strategy})\n{r.summary}\nParameters and allowed values: "
                    f"{json.dumps({p: list(v) for p, v in ref.parameters.items()})}\nPreparation: {ref.preparation}\n"
                    f"Launches:\n```yaml\n{_launch_yaml(ref.kernels)}\n```\n```cuda\n{ref.body.strip()}\n```")
+    out += [f"### Notes: {p.title} ({p.source})\n{p.text.strip()}" for p in refs.passages
+            if p.id.removeprefix("kernel:") not in shown]
     return "\n\n".join(out)
 
 
