@@ -125,13 +125,21 @@ def _report_md(state: dict[str, Any], status: str, best: dict[str, Any] | None) 
         if report.device:
             lines += [f"Device: {report.device.get('name')} ({report.device.get('arch')}).", ""]
         if report.resources:
-            lines += ["| entry point | registers | static shared bytes | stack bytes | spills (stores/loads) |", "|---|---|---|---|---|"]
-            lines += [f"| {e} | {r.registers} | {r.shared_bytes} | {r.stack_bytes} | {r.spill_stores}/{r.spill_loads} |"
-                      for e, r in report.resources.items()]
+            lines += ["| entry point | registers | static shared bytes | stack bytes | spills (stores/loads) | SASS instructions "
+                      "| tensor-core | 128-bit loads / loads | local memory ops |", "|---|---|---|---|---|---|---|---|---|"]
+            for e, r in report.resources.items():
+                c = report.sass.get(e)
+                sass = (f"{c.instructions} | {c.tensor_core} | {c.global_loads_128}/{c.global_loads} | {c.local_loads + c.local_stores}"
+                        if c else "- | - | - | -")
+                lines.append(f"| {e} | {r.registers} | {r.shared_bytes} | {r.stack_bytes} | {r.spill_stores}/{r.spill_loads} | {sass} |")
             lines.append("")
-        not_run = [f.stage for f in report.feedback if f.status == "not_executed"]
-        if not_run:
-            lines += [f"Not executed (no CUDA device): {', '.join(not_run)}. Nothing here was measured.", ""]
+        lines += ["| stage | status | detail |", "|---|---|---|"]
+        lines += [f"| {f.stage} | {f.status} | {(f.message or '').replace('|', '/')}"
+                  + (f" ({f.suggestion.replace('|', '/')})" if f.suggestion and f.stage == "profile" else "") + " |"
+                  for f in report.feedback]
+        lines.append("")
+        if report.backend == "compile_only":
+            lines += ["Nothing here was measured: no CUDA device.", ""]
         if report.measurement:
             m = report.measurement
             lines += ["| measure | value |", "|---|---|",
