@@ -211,11 +211,15 @@ def check_correctness(job: RunJob, family: Any, module: Any, sms: int, tol: floa
     failed = next((t for t in trials if not t.passed), None)
     if failed is not None:
         kind, msg = _classify(trials, failed, outputs, tol)
+        out, ref = outputs[trials.index(failed)]
+        worst = int(np.argmax(np.where(np.isfinite(out), np.abs(out - ref), np.inf)))
         return trials, Feedback(
             stage="correctness", status="failed", error_type=kind, message=msg,
             location=f"shape {failed.shape}{' (held-out)' if failed.held_out else ''}, seed {failed.seed}, {failed.order}",
             evidence={"trials": len(trials), "failed": sum(not t.passed for t in trials), "tolerance": tol,
-                      "rel_error": failed.rel_error},
+                      "rel_error": failed.rel_error,
+                      "worst_element": {"index": [int(i) for i in np.unravel_index(worst, out.shape)],
+                                        "got": float(out.flat[worst]), "expected": float(ref.flat[worst])}},
             suggestion={"held_out_failure": "handle shapes that are not multiples of the tile (bounds checks on the tail)",
                         "unwritten_output": "every output element must be written by exactly one thread, including tails",
                         "precision_loss": "accumulate in fp32 and keep the inputs' precision in the products",

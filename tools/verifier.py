@@ -8,6 +8,7 @@ never as passed.
 
 from __future__ import annotations
 
+import re
 import secrets
 import tempfile
 from pathlib import Path
@@ -47,8 +48,9 @@ def compile_candidate(candidate: KernelCandidate, spec: Spec, arch: str) -> tupl
     result = compile_source(candidate.source, arch, [*candidate.defines(DTYPE_CODES[spec.dtype]), *candidate.compile_options])
     if not result.ok:
         first_error = next((ln for ln in result.log.splitlines() if "error" in ln), result.log[:200])
+        where = re.search(r"\((\d+)\): error", first_error)
         return result, Feedback(stage="compile", status="failed", error_type="compile_error", message=first_error,
-                                evidence={"log": result.log[-2000:]})
+                                location=f"line {where.group(1)}" if where else None, evidence={"log": result.log[-2000:]})
     spills = {k: r.spill_stores for k, r in result.resources.items() if r.spill_stores}
     return result, Feedback(
         stage="compile", status="passed", message=f"compiled for {arch} in {result.seconds:.2f} s",

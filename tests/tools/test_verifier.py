@@ -98,3 +98,11 @@ def test_sixteen_bit_candidates_compile(tiny_spmm, dtype):
     spec = tiny_spmm.model_copy(update={"dtype": dtype})
     report = CompileOnlyVerifier().verify(get_kernel("spmm_csr_rowsplit").instantiate({"VW": 8, "WARPS": 4, "UNROLL": 4}), spec)
     assert report.compiled and report.stage("compile").status == "passed"
+
+
+def test_compile_errors_name_their_line(tiny_spmm):
+    body = 'extern "C" __global__ void k(float* C) { C[0] = undefined_name; }\n'
+    report = CompileOnlyVerifier().verify(hand_made(body), tiny_spmm)
+    fb = report.stage("compile")
+    assert fb.error_type == "compile_error" and "undefined_name" in fb.message
+    assert fb.location and fb.location.startswith("line ")
