@@ -22,7 +22,8 @@ from sparseditto.spec import load_spec
 from sparseditto.tools.compiler import DTYPE_CODES, compile_source
 from sparseditto.tools.families import FAMILIES
 from sparseditto.tools.families.base import to_float64
-from sparseditto.tools.runner import Launcher, device_info, rel_error
+from sparseditto.tools.correctness import rel_error
+from sparseditto.tools.runner import Launcher, device_info
 from sparseditto.tools.timing import L2Flusher, device_copy_bandwidth, time_call
 
 ROOT = Path(__file__).resolve().parents[1]

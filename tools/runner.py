@@ -21,16 +21,16 @@ from pydantic import BaseModel
 
 from sparseditto.spec import Spec
 from sparseditto.tools.contract import KernelCandidate
+from sparseditto.tools.correctness import classify_failure, rel_error
 from sparseditto.tools.families import FAMILIES, Problem
 from sparseditto.tools.families.base import POISON_BITS, VALUE_BYTES, to_float64
 from sparseditto.tools.preparations import PREPARATIONS
-from sparseditto.tools.results import BaselineTiming, ErrorType, Feedback, Measurement, Trial
+from sparseditto.tools.results import BaselineTiming, Feedback, Measurement, Trial
 from sparseditto.tools.timing import L2Flusher, device_copy_bandwidth, time_call
 
 # Peak arithmetic rates used only to flag impossible timings (dense tensor-core peaks of an H200 SXM,
 # the fastest way any kernel could do the FLOPs): a time below the floor is a measurement error or a cheat.
 PEAK_FLOPS = {"fp32": 495e12, "fp16": 990e12, "bf16": 990e12}
-PRECISION_LOSS_MAX = 0.05
 
 
 class RunJob(BaseModel):
@@ -68,21 +68,6 @@ def device_info() -> dict[str, Any]:
         "l2_bytes": props["l2CacheSize"],
         "smem_per_block_optin": props.get("sharedMemPerBlockOptin", 0),
     }
-
-
-def rel_error(out: np.ndarray, ref: np.ndarray) -> float:
-    """||out - ref|| / ||ref||: a zero or constant output is far off, whatever the result's magnitude."""
-    if not np.isfinite(out).all():
-        return float("inf")
-    denom = float(np.linalg.norm(ref)) or 1.0
-    return float(np.linalg.norm(out - ref) / denom)
-
-
-def error_is_spread(out: np.ndarray, ref: np.ndarray) -> bool:
-    """True when the error is spread over the output (coarse arithmetic), not concentrated (a logic error)."""
-    diff = np.abs(out - ref).ravel()
-    rms = float(np.sqrt(np.mean(diff**2))) if diff.size else 0.0
-    return rms > 0 and float(diff.max()) <= 8 * rms
 
 
 class Launcher:
@@ -157,31 +142,6 @@ def _run_library_first(family: Any, launcher: Launcher, problem: Problem) -> Non
     del calls
 
 
-def _classify(trials: list[Trial], failed: Trial, outputs: dict[int, tuple[np.ndarray, np.ndarray]], tol: float) -> tuple[ErrorType, str]:
-    """Name the way a failed trial failed, so that the feedback says what to fix."""
-    if not failed.inputs_unchanged:
-        return "input_mutation", "the kernel modified one of its inputs"
-    main = [t for t in trials if not t.held_out]
-    if failed.held_out and all(t.passed for t in main):
-        what = (f"{failed.unwritten} elements never written" if failed.unwritten
-                else f"relative error {failed.rel_error:.3g}" if failed.rel_error is not None else "NaN/Inf written")
-        return "held_out_failure", f"correct at the tuned shape but wrong at held-out shape {failed.shape}: {what}"
-    if failed.unwritten:
-        return "unwritten_output", f"{failed.unwritten} output elements were never written (they still hold the poison)"
-    if failed.non_finite:
-        return "non_finite_output", f"the kernel wrote {failed.non_finite} NaN/Inf elements"
-    index = trials.index(failed)
-    out, ref = outputs[index]
-    earlier = [outputs[i][1] for i in range(index) if outputs[i][1].shape == out.shape]
-    if any(rel_error(out, prev) <= tol for prev in earlier):
-        return "stale_result", "the output equals an earlier trial's answer: results are reused across calls instead of computed"
-    if failed.order == "library_first" and all(t.passed for t in main if t.order != "library_first"):
-        return "order_dependent", "correct when run first, wrong when the library ran just before it on the same inputs"
-    if failed.rel_error is not None and failed.rel_error <= PRECISION_LOSS_MAX and error_is_spread(out, ref):
-        return "precision_loss", f"relative error {failed.rel_error:.3g} is spread over the output, above the tolerance {tol:.1g}: arithmetic too coarse"
-    return "wrong_result", f"relative error {failed.rel_error:.3g} exceeds the tolerance {tol:.1g}"
-
-
 def check_correctness(job: RunJob, family: Any, module: Any, sms: int, tol: float) -> tuple[list[Trial], Feedback]:
     import cupy as cp
 
@@ -210,7 +170,7 @@ def check_correctness(job: RunJob, family: Any, module: Any, sms: int, tol: floa
         del launcher
     failed = next((t for t in trials if not t.passed), None)
     if failed is not None:
-        kind, msg = _classify(trials, failed, outputs, tol)
+        kind, msg = classify_failure(trials, failed, outputs, tol)
         out, ref = outputs[trials.index(failed)]
         worst = int(np.argmax(np.where(np.isfinite(out), np.abs(out - ref), np.inf)))
         return trials, Feedback(

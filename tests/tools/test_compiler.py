@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sparseditto.tools.compiler import compile_source, nvrtc_available, parse_ptxas
+from sparseditto.tools.compiler import complete_elf, compile_source, nvrtc_available, parse_ptxas
 
 # recorded from compile_source(..., "sm_80", ...) on two kernels, one of them spilling
 RECORDED_LOG = """\
@@ -67,3 +67,14 @@ def test_defines_reach_the_source():
     src = 'extern "C" __global__ void k(float* a) { static_assert(TILE == 48, "TILE"); a[0] = TILE; }'
     assert compile_source(src, "sm_80", ["-DTILE=48"]).ok
     assert not compile_source(src, "sm_80", ["-DTILE=16"]).ok
+
+
+def test_a_cubin_missing_its_last_byte_is_completed_from_its_headers():
+    header = bytearray(64)
+    header[:4] = b"\x7fELF"
+    header[0x20:0x30] = (64).to_bytes(8, "little") + (0).to_bytes(8, "little")  # program headers right after
+    header[0x36:0x3E] = (56).to_bytes(2, "little") + (2).to_bytes(2, "little") + (64).to_bytes(2, "little") + (0).to_bytes(2, "little")
+    full = bytes(header) + bytes(112)
+    assert complete_elf(full[:-1]) == full
+    assert complete_elf(full) == full
+    assert complete_elf(b"not an elf") == b"not an elf"
