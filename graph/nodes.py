@@ -109,11 +109,12 @@ async def tool(state: PipelineState, runtime: Runtime[PipelineContext]) -> dict[
 
 async def reviewer(state: PipelineState, runtime: Runtime[PipelineContext]) -> dict[str, Any]:
     ctx = runtime.context or PipelineContext()
-    reason = budget_spent(state)
+    now = time.time()
+    reason = budget_spent(state, now)
     verdict, step = await asyncio.to_thread(
         review_step, Spec.model_validate(state["spec"]), Plan.model_validate(state["plan"]), state["iterations"],
         state.get("verdicts", []), reason is None, ctx.run_policy(state), ctx.llm(), llm_budget_spent(state))
-    update: dict[str, Any] = {"verdicts": [verdict.model_dump()], **accounting(step)}
+    update: dict[str, Any] = {"verdicts": [verdict.model_dump()], "reviewed_at": now, **accounting(step)}
     if verdict.decision == "revise" and reason:
         update["budget_reason"] = reason
     _emit("reviewed", decision=verdict.decision, diagnosis=verdict.diagnosis, direction=verdict.direction)

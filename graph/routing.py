@@ -20,12 +20,16 @@ def llm_budget_spent(state: PipelineState) -> str | None:
     return None
 
 
-def budget_spent(state: PipelineState) -> str | None:
-    """Why the budget is spent (iterations, wall-clock, LLM tokens or cost), or None while some is left."""
+def budget_spent(state: PipelineState, now: float | None = None) -> str | None:
+    """Why the budget is spent (iterations, wall-clock, LLM tokens or cost), or None while some is left.
+
+    `now`: the wall-clock reading to judge by; the reviewer and the router share the reviewer's reading,
+    so that the budget cannot run out between the verdict and the route taken after it.
+    """
     done = len(state.get("iterations", []))
     if done >= state["iteration_limit"]:
         return f"iteration budget spent ({done} of {state['iteration_limit']})"
-    elapsed = time.time() - state["started_at"]
+    elapsed = (now if now is not None else time.time()) - state["started_at"]
     limit = state["spec"]["budget"]["wall_seconds"]
     if elapsed >= limit:
         return f"wall-clock budget spent ({elapsed:.0f} s of {limit:.0f} s)"
@@ -47,7 +51,7 @@ def after_review(state: PipelineState) -> Literal["coder", "human_gate", "finali
     verdict = state["verdicts"][-1]
     if verdict["decision"] != "revise":
         return "finalize"
-    if budget_spent(state) is None:
+    if budget_spent(state, state.get("reviewed_at")) is None:
         return "coder"
     return "human_gate" if state.get("on_budget", "ask") == "ask" else "finalize"
 

@@ -33,6 +33,8 @@ class PipelineState(TypedDict, total=False):
     iterations: Annotated[list[dict[str, Any]], operator.add]
     verdicts: Annotated[list[dict[str, Any]], operator.add]
     budget_reason: str
+    # the wall-clock reading the last verdict was made at; the router judges the budget by it
+    reviewed_at: float
     human: dict[str, Any]
     status: str
     best_iteration: int | None

@@ -97,3 +97,10 @@ def test_final_status(decision, outcome, human, on_budget, expected, measured_re
     report = {"correct": measured_report("k()"), "wrong": wrong_report("k()"), None: None}[outcome]
     s["iterations"] = [{"iteration": 1, "report": report.model_dump(mode="json")}] if report else []
     assert final_status(s) == expected
+
+
+def test_the_router_judges_the_wall_clock_at_the_reviewers_reading():
+    s = state(done=1, limit=8, elapsed=100.0, wall=10.0)
+    assert after_review(s) == "human_gate"
+    s["reviewed_at"] = s["started_at"] + 5.0  # the reviewer saw 5 s of 10 spent: its "revise" stands
+    assert after_review(s) == "coder"
