@@ -185,6 +185,7 @@ def doctor() -> None:
     from sparseditto.tools.baselines import available_libraries
     from sparseditto.tools.compiler import nvrtc_available
     from sparseditto.tools.device import detect
+    from sparseditto.tools.sass import find_disassembler
 
     facts = detect()
     settings = Settings()
@@ -193,6 +194,7 @@ def doctor() -> None:
     table.add_row("GPU", f"{facts.gpu['name']} ({facts.gpu['arch']}, {facts.gpu['sms']} SMs)" if facts.gpu
                   else f"none ({facts.gpu_error or 'no device'}): compile-only mode")
     table.add_row("NVRTC", nvrtc_available() or "not loadable")
+    table.add_row("nvdisasm (SASS mix)", find_disassembler() or "not found: static SASS analysis not executed")
     for name, path in (("nvcc", facts.nvcc), ("ncu", facts.ncu), ("compute-sanitizer", facts.compute_sanitizer)):
         table.add_row(name, path or "not on PATH")
     for name, version in libs.items():
