@@ -154,3 +154,15 @@ def scripted_verifier() -> Callable[..., ScriptedVerifier]:
         return ScriptedVerifier(outcome)
 
     return make
+
+
+@pytest.fixture
+def cli(monkeypatch: pytest.MonkeyPatch) -> Callable[..., Any]:
+    """The `sparseditto` command in-process (typer's CliRunner); its log setup is skipped, since it would
+    bind the loggers to the runner's captured stream."""
+    from typer.testing import CliRunner
+
+    from sparseditto import cli as cli_module
+
+    monkeypatch.setattr(cli_module, "configure_logging", lambda verbose: None)
+    return lambda *args: CliRunner().invoke(cli_module.app, [str(a) for a in args])

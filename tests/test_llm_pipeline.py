@@ -14,10 +14,8 @@ import pytest
 from llm.answers import new_kernel, reference
 from llm.replay_server import ReplayServer, completion, error
 from llm.scripted import ScriptedChatModel, answer
-from typer.testing import CliRunner
 
-from sparseditto import cli as cli_module
-from sparseditto.cli import _endpoint, app
+from sparseditto.cli import _endpoint
 from sparseditto.errors import PolicyError
 from sparseditto.graph.routing import budget_spent, extended_limits
 from sparseditto.pipeline import resume, run_pipeline
@@ -27,13 +25,6 @@ PLAN = {"strategies": [{"kernel": "spmm_csr_rowsplit", "start": {"VW": 4, "WARPS
         "target_speedup": 2.0}
 FIRST_FAILURE = "relative error 0.5 exceeds the tolerance 1e-05"
 DIRECTION = "write one thread per output element with a row guard"
-
-
-@pytest.fixture
-def cli(monkeypatch):
-    """Runs the CLI in-process; its log setup is skipped, since it binds the loggers to the runner's stream."""
-    monkeypatch.setattr(cli_module, "configure_logging", lambda verbose: None)
-    return lambda *args: CliRunner().invoke(app, [str(a) for a in args])
 
 
 @pytest.fixture
