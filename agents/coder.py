@@ -11,12 +11,12 @@ from sparseditto.knowledge_base.library import get_kernel
 from sparseditto.tools.contract import KernelCandidate
 
 
-def first_choice(plan: Plan) -> Choice:
-    """A kernel stored for this very problem comes first; otherwise the first strategy's start."""
-    if plan.reuse is not None:
-        return plan.reuse
-    s = plan.strategies[0]
-    return Choice(kernel=s.kernel, params=s.start)
+def first_choice(plan: Plan, tried: set[tuple[str, tuple[tuple[str, int], ...]]] = frozenset()) -> Choice:
+    """Without a reviewer's direction: a kernel stored for this very problem, else the first strategy start not
+    tried yet, else the first strategy's start."""
+    starts = [Choice(kernel=s.kernel, params=s.start) for s in plan.strategies]
+    options = [plan.reuse, *starts] if plan.reuse is not None else starts
+    return next((c for c in options if c.key() not in tried), starts[0])
 
 
 def write_candidate(choice: Choice) -> KernelCandidate:

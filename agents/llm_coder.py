@@ -25,30 +25,24 @@ from sparseditto.agents.schemas import Choice, Plan, References
 from sparseditto.knowledge_base.library import get_kernel, prelude, reference_kernels
 from sparseditto.settings import Settings
 from sparseditto.spec import Spec
-from sparseditto.tools.contract import KernelCandidate, KernelLaunch
+from sparseditto.tools.contract import KernelCandidate, KernelLaunch, runner_symbols
 from sparseditto.tools.families import FAMILIES
-from sparseditto.tools.families.base import Problem
 from sparseditto.tools.preparations import PREPARATIONS
-from sparseditto.tools.verifier import check_geometry
+from sparseditto.tools.verifier import check_geometry, tiny_problem
 
 Written = tuple[Choice, KernelCandidate]
-_RUNNER_SYMBOLS = ("value_bytes", "num_sms")
-
-
-def _tiny_problem(spec: Spec) -> Problem:
-    return FAMILIES[spec.family].make_problem(spec, seed=0, shape={"M": 64, "K": 64, "N": min(spec.N, 8)})
 
 
 def contract_text(spec: Spec) -> str:
     """The family's arrays and symbols, the preparations and the prelude: everything a new kernel may use."""
     family = FAMILIES[spec.family]
-    tiny = _tiny_problem(spec)
+    tiny = tiny_problem(spec)
     storage = tiny.inputs["values"].dtype
     arrays = [f"{name} ({'value_t' if arr.dtype == storage else arr.dtype.name})" for name, arr in tiny.inputs.items()]
     doc = (sys.modules[type(family).__module__].__doc__ or "").strip()
     preparations = "\n".join(f"- {name}: {' '.join((fn.__doc__ or '').split())}" for name, fn in PREPARATIONS.items())
     return (f"{doc}\n\nInput arrays: {', '.join(arrays)}. Output array: {tiny.output_name} (value_t), poisoned before "
-            f"every run.\nSymbols: {', '.join([*tiny.symbols, *_RUNNER_SYMBOLS])}.\n"
+            f"every run.\nSymbols: {', '.join([*tiny.symbols, *runner_symbols(spec.dtype, sms=0)])}.\n"
             f"One-time preparations (their arrays and symbols become available by name):\n{preparations}\n\n"
             f"Prelude compiled before every source:\n```cuda\n{prelude()}\n```")
 
@@ -130,22 +124,6 @@ def _new_candidate(k: NewKernel, spec: Spec) -> KernelCandidate:
     for launch in k.launches:
         if not re.search(r'extern\s+"C"\s+__global__[^;{]*?\b' + re.escape(launch.entry) + r"\s*\(", k.source):
             raise ValueError(f'new_kernel.launches: {launch.entry!r} is not declared as extern "C" __global__ in the source')
-    tiny = _tiny_problem(spec)
-    arrays, symbols = set(tiny.inputs) | {tiny.output_name}, set(tiny.symbols) | set(_RUNNER_SYMBOLS)
-    if k.preparation is not None:
-        if k.preparation not in PREPARATIONS:
-            raise ValueError(f"new_kernel.preparation: {k.preparation!r} is not one of {sorted(PREPARATIONS)}")
-        try:
-            extra_arrays, extra_symbols = PREPARATIONS[k.preparation](tiny, k.parameters)
-        except KeyError as exc:
-            raise ValueError(f"new_kernel.preparation: {k.preparation} needs the parameter {exc.args[0]}") from None
-        arrays, symbols = arrays | set(extra_arrays), symbols | set(extra_symbols)
-    known = arrays | symbols | set(k.workspace)
-    for launch in k.launches:
-        unknown = [a for a in launch.args if a not in known]
-        if unknown:
-            raise ValueError(f"new_kernel.launches.{launch.entry}.args: {unknown} are not arrays, symbols or workspace "
-                             f"names of the contract; known: {', '.join(sorted(known))}")
     candidate = KernelCandidate(
         name=k.name, family=spec.family, source=prelude() + "\n" + k.source, parameters=k.parameters,
         kernels=tuple(KernelLaunch(entry=x.entry, grid=tuple(x.grid), block=tuple(x.block), shared_bytes=x.shared_bytes,

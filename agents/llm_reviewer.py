@@ -34,6 +34,10 @@ def history_text(iterations: list[dict[str, Any]], verdicts: list[dict[str, Any]
     return "\n".join(lines)
 
 
+# what the reviewer sees of each stage's evidence: the findings and the few metrics, not the full profile
+_EVIDENCE = {"sanitizer": ("findings", "total"), "profile": ("bottleneck", "key_metrics", "top_stalls", "baseline")}
+
+
 def results_text(report: VerificationReport) -> str:
     """Each stage in a line; timings against the baselines; sanitizer findings and profiler metrics with evidence."""
     lines = []
@@ -41,8 +45,9 @@ def results_text(report: VerificationReport) -> str:
         line = f"- {f.stage}: {f.status}" + (f" ({f.error_type})" if f.error_type else "") + (f": {f.message}" if f.message else "")
         line += f" at {f.location}" if f.location else ""
         lines.append(line)
-        if f.stage in {"sanitizer", "profile"} and f.evidence:
-            lines.append(f"  {f.stage} evidence: {json.dumps(f.evidence)[:1500]}")
+        selected = {k: f.evidence[k] for k in _EVIDENCE.get(f.stage, ()) if k in f.evidence}
+        if selected:
+            lines.append(f"  {f.stage} evidence: {json.dumps(selected)[:1500]}")
     for entry, r in report.resources.items():
         lines.append(f"- {entry}: {r.registers} registers, {r.shared_bytes} static shared bytes, spills {r.spill_stores}/{r.spill_loads}")
     if report.measurement:

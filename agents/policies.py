@@ -24,7 +24,7 @@ from sparseditto.agents.llm_structured import Answer
 from sparseditto.agents.llm_trace import Step
 from sparseditto.agents.planner import matrix_features, offline_plan
 from sparseditto.agents.reviewer import offline_review
-from sparseditto.agents.schemas import Choice, Plan, References, Verdict
+from sparseditto.agents.schemas import Choice, Plan, References, Verdict, tried_choices
 from sparseditto.settings import Role, Settings
 from sparseditto.spec import Spec
 
@@ -84,15 +84,11 @@ def plan_step(spec: Spec, policy: str, llm: LLM, budget_spent: str | None = None
 
 
 def offline_code(plan: Plan, iterations: list[dict[str, Any]], verdicts: list[dict[str, Any]]) -> Written:
-    """The reviewer's suggestion, else a stored kernel to re-validate, else the plan's first untried strategy."""
+    """The reviewer's suggestion, else the coder's first choice among what was not tried yet."""
     if verdicts and verdicts[-1].get("next"):
         choice = Choice.model_validate(verdicts[-1]["next"])
-    elif plan.reuse and not iterations:
-        choice = plan.reuse
     else:
-        tried = {(it["choice"]["kernel"], tuple(sorted(it["choice"]["params"].items()))) for it in iterations}
-        choice = next((Choice(kernel=s.kernel, params=s.start) for s in plan.strategies
-                       if (s.kernel, tuple(sorted(s.start.items()))) not in tried), first_choice(plan))
+        choice = first_choice(plan, tried_choices(iterations))
     return choice, write_candidate(choice)
 
 

@@ -55,11 +55,18 @@ def _experience_ref(exp: Experience, why: str) -> Reference:
                      summary=f"{why}: accepted for {exp.spec.get('name')} on {exp.gpu_name} ({measured}), run {exp.run_id}")
 
 
+def _already_checked(exp: Experience) -> str | None:
+    """Said only when the stored kernel did pass the sanitizer and the profiler when it was accepted."""
+    if exp.checks.get("sanitizer") != "passed" or exp.checks.get("profile") != "passed":
+        return None
+    return f"the stored kernel passed compute-sanitizer and was profiled in run {exp.run_id} on {exp.gpu_name}"
+
+
 def _with_experience(plan: Plan, spec: Spec, gpu: dict[str, Any] | None, store: ExperienceStore) -> tuple[Plan, list[Reference]]:
     refs: list[Reference] = []
     exact = store.exact(spec, gpu) if gpu else None
     if exact and _fits(plan, exact, in_space=False):
-        plan = plan.model_copy(update={"reuse": exact.choice})
+        plan = plan.model_copy(update={"reuse": exact.choice, "reuse_checked": _already_checked(exact)})
         refs.append(_experience_ref(exact, "same problem, same GPU"))
     similar = next((e for e in store.similar(spec, gpu) if _fits(plan, e, in_space=True)), None)
     if similar:

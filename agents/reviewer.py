@@ -11,12 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from sparseditto.agents.planner import is_valid_choice
-from sparseditto.agents.schemas import Choice, Plan, Verdict
+from sparseditto.agents.schemas import Choice, Plan, Verdict, tried_choices
 from sparseditto.tools.results import VerificationReport
-
-
-def _key(kernel: str, params: dict[str, int]) -> tuple[str, tuple[tuple[str, int], ...]]:
-    return kernel, tuple(sorted(params.items()))
 
 
 def best_iteration(iterations: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -68,10 +64,10 @@ def _neighbours(plan: Plan, choice: Choice, dtype: str) -> list[Choice]:
 def offline_review(plan: Plan, iterations: list[dict[str, Any]], dtype: str, backend: str, budget_left: bool = True) -> Verdict:
     """`budget_left` False means this is the last verdict the budget allows: accept the best if it beats the baselines."""
     last = VerificationReport.model_validate(iterations[-1]["report"])
-    tried = {_key(it["choice"]["kernel"], it["choice"]["params"]) for it in iterations}
+    tried = tried_choices(iterations)
     best = best_iteration(iterations)
     diagnosis = describe(last)
-    untried_starts = [Choice(kernel=s.kernel, params=s.start) for s in plan.strategies if _key(s.kernel, s.start) not in tried]
+    untried_starts = [c for c in (Choice(kernel=s.kernel, params=s.start) for s in plan.strategies) if c.key() not in tried]
 
     if backend == "compile_only":
         if untried_starts:
@@ -96,7 +92,7 @@ def offline_review(plan: Plan, iterations: list[dict[str, Any]], dtype: str, bac
                        f"(target {plan.acceptance.target_speedup}x not reached)", best_iteration=best["iteration"])
     centre = Choice.model_validate(best["choice"]) if best and best["report"].get("measurement") else None
     candidates = (_neighbours(plan, centre, dtype) if centre else []) + untried_starts
-    nxt = next((c for c in candidates if _key(c.kernel, c.params) not in tried), None)
+    nxt = next((c for c in candidates if c.key() not in tried), None)
     if nxt is None:
         if speedup is not None and speedup > plan.acceptance.min_speedup:
             return Verdict(decision="accept", diagnosis=f"search exhausted; best is {speedup:.2f}x the best baseline",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -31,6 +31,8 @@ class Plan(BaseModel):
     notes: str = ""
     # a kernel accepted before for this very problem on this GPU: re-validated first, instead of a search
     reuse: Choice | None = None
+    # what the stored kernel already passed (e.g. the sanitizer), so re-validation need not run it again
+    reuse_checked: str | None = None
 
 
 class Reference(BaseModel):
@@ -62,6 +64,15 @@ class Choice(BaseModel):
 
     kernel: str
     params: dict[str, int]
+
+    def key(self) -> tuple[str, tuple[tuple[str, int], ...]]:
+        """Hashable identity, for the set of choices already tried."""
+        return self.kernel, tuple(sorted(self.params.items()))
+
+
+def tried_choices(iterations: list[dict[str, Any]]) -> set[tuple[str, tuple[tuple[str, int], ...]]]:
+    """The keys of every choice a run has verified so far."""
+    return {Choice.model_validate(it["choice"]).key() for it in iterations}
 
 
 class Verdict(BaseModel):

@@ -68,6 +68,7 @@ CLOBBER_B = ('\nextern "C" __global__ void clobber(value_t* B)\n'
              '{ if (blockIdx.x == 0 && threadIdx.x == 0) B[0] = sd_from_f32(sd_to_f32(B[0]) + 1.0f); }\n')
 CACHE = "__device__ float sd_cache[1 << 16];\n__device__ int sd_valid[1 << 16];"
 COUNTS = "__device__ unsigned int sd_calls[1 << 16];"
+SCRATCH = {"scratch": Workspace(dtype="fp32", size="M * N")}
 
 CASES: tuple[AdversarialCase, ...] = (
     AdversarialCase("all_zeros", "writes zeros instead of the product", kernel_source(value="0.f"),
@@ -87,14 +88,14 @@ CASES: tuple[AdversarialCase, ...] = (
                     kernel_source(extra_args=", const float* scratch",
                                   value="(scratch[i] == 12345.0f ? acc + 1.0f : acc)"),
                     "sanitizer", "uninitialized_read", extra_args=("scratch",),
-                    workspace={"scratch": Workspace(dtype="fp32", size="M * N")}),
+                    workspace=SCRATCH),
     AdversarialCase("out_of_bounds_read", "reads one element past the end of colind (harmless to the result)",
                     kernel_source(value="(i == 0 && colind[rowptr[M]] == 123456789 ? acc + 1.0f : acc)"),
                     "sanitizer", "out_of_bounds"),
     AdversarialCase("out_of_bounds_write", "writes one element past the end of its scratch buffer (the last allocation)",
                     kernel_source(extra_args=", float* scratch", epilogue="scratch[i] = acc; if (i == 0) scratch[(long long)M * N] = acc;"),
                     "sanitizer", "out_of_bounds", extra_args=("scratch",),
-                    workspace={"scratch": Workspace(dtype="fp32", size="M * N")}),
+                    workspace=SCRATCH),
     AdversarialCase("wild_write", "writes far outside any allocation", 
                     kernel_source(epilogue="if (i == 0) C[(long long)1 << 40] = sd_from_f32(1.f);"),
                     "launch", "illegal_memory_access"),

@@ -97,8 +97,7 @@ async def tool(state: PipelineState, runtime: Runtime[PipelineContext]) -> dict[
     best = best_iteration(state.get("iterations", []))
     best_us = ((best or {}).get("report", {}).get("measurement") or {}).get("median_us")
     reuse = state["plan"].get("reuse")
-    checked = ("the stored kernel passed the sanitizer and was profiled when it was accepted on this GPU"
-               if reuse and reuse == state["choice"] else None)
+    checked = state["plan"].get("reuse_checked") if reuse and reuse == state["choice"] else None
     report: VerificationReport = await asyncio.to_thread(verifier.verify, candidate, spec, best_us, checked)
     seconds = time.perf_counter() - start
     _emit("verified", iteration=iteration, label=candidate.label(), outcome=describe(report), seconds=round(seconds, 2))
@@ -115,8 +114,6 @@ async def reviewer(state: PipelineState, runtime: Runtime[PipelineContext]) -> d
         review_step, Spec.model_validate(state["spec"]), Plan.model_validate(state["plan"]), state["iterations"],
         state.get("verdicts", []), reason is None, ctx.run_policy(state), ctx.llm(), llm_budget_spent(state))
     update: dict[str, Any] = {"verdicts": [verdict.model_dump()], "reviewed_at": now, **accounting(step)}
-    if verdict.decision == "revise" and reason:
-        update["budget_reason"] = reason
     _emit("reviewed", decision=verdict.decision, diagnosis=verdict.diagnosis, direction=verdict.direction)
     return update
 
@@ -132,7 +129,7 @@ def gate_payload(state: PipelineState) -> dict[str, Any]:
     best = best_iteration(state["iterations"])
     return {
         "question": "The budget is spent. Approve the best kernel so far, extend the search, or abort?",
-        "reason": budget_spent(state) or state.get("budget_reason", "budget spent"),
+        "reason": budget_spent(state, state.get("reviewed_at")) or "budget spent",
         "best": {"iteration": best["iteration"], "candidate": best["candidate"],
                  "outcome": describe(VerificationReport.model_validate(best["report"]))} if best else None,
         "why_not_accepted": state["verdicts"][-1]["diagnosis"],

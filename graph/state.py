@@ -32,7 +32,6 @@ class PipelineState(TypedDict, total=False):
     # one record per tool run: iteration, choice, candidate label, the candidate itself, report, seconds
     iterations: Annotated[list[dict[str, Any]], operator.add]
     verdicts: Annotated[list[dict[str, Any]], operator.add]
-    budget_reason: str
     # the wall-clock reading the last verdict was made at; the router judges the budget by it
     reviewed_at: float
     human: dict[str, Any]

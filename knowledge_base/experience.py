@@ -42,6 +42,7 @@ CREATE TABLE IF NOT EXISTS accepted (
     params_json TEXT NOT NULL,
     source TEXT NOT NULL,
     measurement_json TEXT NOT NULL,
+    checks_json TEXT NOT NULL DEFAULT '{}',
     run_id TEXT NOT NULL,
     created_at REAL NOT NULL
 );
@@ -61,6 +62,8 @@ class Experience(BaseModel):
     choice: Choice
     source: str
     measurement: dict[str, Any]
+    # each verification stage's status when it was accepted (sanitizer: passed / not_executed ...)
+    checks: dict[str, str] = {}
     run_id: str
     created_at: float
 
@@ -98,17 +101,19 @@ class ExperienceStore:
         conn = sqlite3.connect(self.path, timeout=30)
         conn.row_factory = sqlite3.Row
         conn.executescript(_SCHEMA)
+        if "checks_json" not in {row[1] for row in conn.execute("PRAGMA table_info(accepted)")}:  # a store from before
+            conn.execute("ALTER TABLE accepted ADD COLUMN checks_json TEXT NOT NULL DEFAULT '{}'")
         return conn
 
     def record(self, spec: Spec, choice: Choice, source: str, measurement: dict[str, Any], gpu: dict[str, Any],
-               run_id: str) -> int:
+               run_id: str, checks: dict[str, str] | None = None) -> int:
         with closing(self._connect()) as conn, conn:
             cur = conn.execute(
                 "INSERT INTO accepted (problem_key, gpu_name, gpu_arch, family, dtype, spec_json, kernel, params_json,"
-                " source, measurement_json, run_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " source, measurement_json, checks_json, run_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (problem_key(spec, gpu["arch"]), gpu["name"], gpu["arch"], spec.family, spec.dtype,
                  spec.model_dump_json(), choice.kernel, json.dumps(choice.params, sort_keys=True), source,
-                 json.dumps(measurement), run_id, time.time()))
+                 json.dumps(measurement), json.dumps(checks or {}), run_id, time.time()))
         log.info("experience_recorded", kernel=choice.kernel, gpu=gpu["name"], run_id=run_id)
         return int(cur.lastrowid)
 
@@ -120,7 +125,8 @@ class ExperienceStore:
         return [Experience(id=r["id"], problem_key=r["problem_key"], gpu_name=r["gpu_name"], gpu_arch=r["gpu_arch"],
                            spec=json.loads(r["spec_json"]),
                            choice=Choice(kernel=r["kernel"], params=json.loads(r["params_json"])),
-                           source=r["source"], measurement=json.loads(r["measurement_json"]), run_id=r["run_id"],
+                           source=r["source"], measurement=json.loads(r["measurement_json"]),
+                           checks=json.loads(r["checks_json"]), run_id=r["run_id"],
                            created_at=r["created_at"]) for r in rows]
 
     def exact(self, spec: Spec, gpu: dict[str, Any]) -> Experience | None:
@@ -170,4 +176,5 @@ def record_accepted(store: ExperienceStore, spec: Spec, iteration: dict[str, Any
     written = iteration.get("kernel") or {}  # the verified candidate itself (a model may have written new source)
     source = written.get("source") or get_kernel(choice.kernel).instantiate(choice.params).source
     return store.record(spec, choice, source, report["measurement"],
-                        {"name": device["name"], "arch": device.get("arch") or spec.arch or "unknown"}, run_id)
+                        {"name": device["name"], "arch": device.get("arch") or spec.arch or "unknown"}, run_id,
+                        checks={f["stage"]: f["status"] for f in report["feedback"]})

@@ -15,6 +15,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from sparseditto.tools.expr import evaluate
+from sparseditto.tools.families.base import VALUE_BYTES
 
 _OPTION_PATTERNS = (
     re.compile(r"^-lineinfo$"),
@@ -24,6 +25,11 @@ _OPTION_PATTERNS = (
 )
 _IDENT = r"^[A-Za-z_][A-Za-z0-9_]*$"
 MAX_THREADS_PER_BLOCK = 1024
+
+
+def runner_symbols(dtype: str, sms: int) -> dict[str, int]:
+    """Symbols the runner adds to every family's: the value size and the device's multiprocessor count."""
+    return {"value_bytes": VALUE_BYTES[dtype], "num_sms": sms}
 
 
 class KernelLaunch(BaseModel):

@@ -20,10 +20,10 @@ import numpy as np
 from pydantic import BaseModel
 
 from sparseditto.spec import Spec
-from sparseditto.tools.contract import KernelCandidate
+from sparseditto.tools.contract import KernelCandidate, runner_symbols
 from sparseditto.tools.correctness import classify_failure, rel_error
 from sparseditto.tools.families import FAMILIES, Problem
-from sparseditto.tools.families.base import POISON_BITS, VALUE_BYTES, to_float64
+from sparseditto.tools.families.base import POISON_BITS, to_float64
 from sparseditto.tools.preparations import PREPARATIONS
 from sparseditto.tools.results import BaselineTiming, Feedback, Measurement, Trial
 from sparseditto.tools.timing import L2Flusher, device_copy_bandwidth, time_call
@@ -42,7 +42,6 @@ class RunJob(BaseModel):
     timing_seed: int
     warmup: int = 5
     runs: int = 30
-    time_baselines: bool = True
     mode: Literal["verify", "sanitize", "profile"] = "verify"
     small_shape: dict[str, int] | None = None
     profile_baseline: str | None = None
@@ -83,7 +82,7 @@ class Launcher:
         if candidate.preparation:
             prepared, extra_symbols = PREPARATIONS[candidate.preparation](problem, candidate.parameters)
         self.preparation_ms = (time.perf_counter() - t0) * 1e3
-        self.symbols = {**problem.symbols, **extra_symbols, "value_bytes": VALUE_BYTES[problem.dtype], "num_sms": sms}
+        self.symbols = {**problem.symbols, **extra_symbols, **runner_symbols(problem.dtype, sms)}
         self.host = {**problem.inputs, **prepared}
         self.arrays = {name: cp.asarray(arr) for name, arr in self.host.items()}
         storage = problem.inputs["values"].dtype
@@ -132,12 +131,11 @@ class Launcher:
 
 
 def _run_library_first(family: Any, launcher: Launcher, problem: Problem) -> None:
-    """Run the first library baseline on the same device inputs before the candidate (the 'reference first' order)."""
+    """The library on the same device inputs just before the candidate (the 'reference first' order): preparing
+    the baselines runs each once."""
     import cupy as cp
 
     calls = family.baselines({k: launcher.arrays[k] for k in problem.inputs}, problem)
-    if calls:
-        calls[0].run()
     cp.cuda.Device().synchronize()
     del calls
 
@@ -224,15 +222,12 @@ def benchmark(job: RunJob, family: Any, module: Any, info: dict[str, Any], tol: 
                                 "the kernel does not compute the result on every call"), None, []
 
     baselines: list[BaselineTiming] = []
-    if job.time_baselines:
-        device_inputs = {k: launcher.arrays[k] for k in problem.inputs}
-        for call in family.baselines(device_inputs, problem):
-            call.run()
-            cp.cuda.Device().synchronize()
-            b_err = rel_error(to_float64(call.output.get(), problem.dtype), ref)
-            t = time_call(call.run, flush, warmup=job.warmup, runs=job.runs)
-            baselines.append(BaselineTiming(name=call.name, library=call.library, config=call.config,
-                                            median_us=t.median_us, rel_error=b_err, correct=b_err <= max(tol, 1e-2)))
+    for call in family.baselines({k: launcher.arrays[k] for k in problem.inputs}, problem):
+        cp.cuda.Device().synchronize()  # each call has run once while being prepared: its output is the answer
+        b_err = rel_error(to_float64(call.output.get(), problem.dtype), ref)
+        t = time_call(call.run, flush, warmup=job.warmup, runs=job.runs)
+        baselines.append(BaselineTiming(name=call.name, library=call.library, config=call.config,
+                                        median_us=t.median_us, rel_error=b_err, correct=b_err <= max(tol, 1e-2)))
     s = problem.symbols
     nbytes = family.min_bytes(s, problem.dtype)
     bytes_floor_us = nbytes / copy_bw * 1e6

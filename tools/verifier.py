@@ -18,10 +18,10 @@ import structlog
 
 from sparseditto.spec import Spec
 from sparseditto.tools.compiler import DTYPE_CODES, CompileResult, compile_source
-from sparseditto.tools.contract import KernelCandidate
+from sparseditto.tools.contract import KernelCandidate, runner_symbols
 from sparseditto.tools.expr import ExpressionError
 from sparseditto.tools.families import FAMILIES
-from sparseditto.tools.families.base import VALUE_BYTES
+from sparseditto.tools.families.base import Problem
 from sparseditto.tools.preparations import PREPARATIONS
 from sparseditto.tools.gpu_stages import profile_stage, run_child, sanitizer_stage, small_shape
 from sparseditto.tools.profiler import find_ncu
@@ -45,7 +45,10 @@ class Verifier(Protocol):
 
 
 def compile_candidate(candidate: KernelCandidate, spec: Spec, arch: str) -> tuple[CompileResult, Feedback]:
-    result = compile_source(candidate.source, arch, [*candidate.defines(DTYPE_CODES[spec.dtype]), *candidate.compile_options])
+    """Always with -lineinfo (line tables only, the code is the same): the binary that is timed is the one the
+    sanitizer checks, and its findings name source lines."""
+    options = dict.fromkeys([*candidate.defines(DTYPE_CODES[spec.dtype]), *candidate.compile_options, "-lineinfo"])
+    result = compile_source(candidate.source, arch, list(options))
     if not result.ok:
         first_error = next((ln for ln in result.log.splitlines() if "error" in ln), result.log[:200])
         where = re.search(r"\((\d+)\): error", first_error)
@@ -59,20 +62,42 @@ def compile_candidate(candidate: KernelCandidate, spec: Spec, arch: str) -> tupl
     )
 
 
+def tiny_problem(spec: Spec) -> Problem:
+    """A 64 x 64 instance of the spec's family: what launch checks and contract descriptions are made on."""
+    return FAMILIES[spec.family].make_problem(spec, seed=0, shape={"M": 64, "K": 64, "N": min(spec.N, 8)})
+
+
+def _invalid(message: str) -> Feedback:
+    return Feedback(stage="launch", status="failed", error_type="invalid_launch", message=message)
+
+
 def check_geometry(candidate: KernelCandidate, spec: Spec) -> Feedback | None:
-    """Launch expressions must evaluate: checked on a tiny instance, its preparation included."""
+    """The launch sequence must evaluate and name only what the runner provides (arrays, symbols, workspaces):
+    checked on a tiny instance, its preparation included, before anything runs."""
     family = FAMILIES[spec.family]
-    tiny = family.make_problem(spec, seed=0, shape={"M": 64, "K": 64, "N": min(spec.N, 8)})
-    extra = PREPARATIONS[candidate.preparation](tiny, candidate.parameters)[1] if candidate.preparation else {}
-    symbols = {**family.symbols(spec), **extra, "value_bytes": VALUE_BYTES[spec.dtype], "num_sms": 132}
+    tiny = tiny_problem(spec)
+    prepared: dict[str, Any] = {}
+    extra: dict[str, int] = {}
+    if candidate.preparation:
+        if candidate.preparation not in PREPARATIONS:
+            return _invalid(f"preparation {candidate.preparation!r} is not one of {sorted(PREPARATIONS)}")
+        try:
+            prepared, extra = PREPARATIONS[candidate.preparation](tiny, candidate.parameters)
+        except KeyError as exc:
+            return _invalid(f"preparation {candidate.preparation} needs the parameter {exc.args[0]}")
+    symbols = {**family.symbols(spec), **extra, **runner_symbols(spec.dtype, sms=132)}
+    known = {*tiny.inputs, tiny.output_name, *prepared, *candidate.workspace, *symbols}
+    for launch in candidate.kernels:
+        if unknown := [a for a in launch.args if a not in known]:
+            return _invalid(f"{launch.entry}: arguments {unknown} are not arrays, symbols or workspace names of the "
+                            f"contract; known: {', '.join(sorted(known))}")
     try:
         geos = candidate.geometry(symbols)
     except (ExpressionError, ValueError) as exc:
-        return Feedback(stage="launch", status="failed", error_type="invalid_launch", message=str(exc))
+        return _invalid(str(exc))
     too_big = [g.entry for g in geos if g.shared_bytes > 227 * 1024]
     if too_big:
-        return Feedback(stage="launch", status="failed", error_type="invalid_launch",
-                        message=f"{too_big}: dynamic shared memory above the 227 KiB per-block limit")
+        return _invalid(f"{too_big}: dynamic shared memory above the 227 KiB per-block limit")
     return None
 
 
@@ -156,8 +181,7 @@ class GpuVerifier:
 
     def verify(self, candidate: KernelCandidate, spec: Spec, best_us: float | None = None,
                already_checked: str | None = None) -> VerificationReport:
-        arch = spec.arch or self.arch
-        result, feedback, sass = check_and_compile(candidate, spec, arch)
+        result, feedback, sass = check_and_compile(candidate, spec, spec.arch or self.arch)
         if result is None or any(f.status in {"failed", "error"} for f in feedback):
             return _report(candidate, self.backend, result, feedback, sass)
         family = FAMILIES[spec.family]
@@ -184,21 +208,17 @@ class GpuVerifier:
             if skipped:
                 feedback += [Feedback(stage=s, status="not_executed", message=skipped) for s in ("sanitizer", "profile")]
                 return _report(candidate, self.backend, result, feedback, sass, **extra)
-            feedback.append(self._sanitize(candidate, spec, arch, job, Path(tmp)))
+            feedback.append(self._sanitize(job, Path(tmp)))
             if feedback[-1].status == "passed":
                 feedback.append(self._profile(job, run, Path(tmp)))
         return _report(candidate, self.backend, result, feedback, sass, **extra)
 
-    def _sanitize(self, candidate: KernelCandidate, spec: Spec, arch: str, job: RunJob, tmp: Path) -> Feedback:
+    def _sanitize(self, job: RunJob, tmp: Path) -> Feedback:
         if not self.sanitize:
             return Feedback(stage="sanitizer", status="not_executed", message="not executed: switched off (SPARSEDITTO_SANITIZE=0)")
         if find_sanitizer() is None:
             return Feedback(stage="sanitizer", status="not_executed", message="not executed: compute-sanitizer not found")
-        lined = candidate.model_copy(update={"compile_options": tuple(dict.fromkeys((*candidate.compile_options, "-lineinfo")))})
-        built, _ = compile_candidate(lined, spec, arch)
-        cubin = tmp / f"sanitize-{secrets.token_hex(4)}.cubin"
-        cubin.write_bytes(built.cubin or b"")
-        return sanitizer_stage(job.model_copy(update={"mode": "sanitize", "cubin_path": str(cubin)}), tmp, self.tool_timeout_s)
+        return sanitizer_stage(job.model_copy(update={"mode": "sanitize"}), tmp, self.tool_timeout_s)
 
     def _profile(self, job: RunJob, run: RunResult, tmp: Path) -> Feedback:
         if not self.profile:
@@ -212,9 +232,8 @@ class GpuVerifier:
 
 def make_verifier(arch: str | None = None, force_compile_only: bool = False) -> Verifier:
     """The GPU backend when a CUDA device is usable, else compile-only."""
-    from sparseditto.tools.device import detect
-
     from sparseditto.settings import Settings
+    from sparseditto.tools.device import detect
 
     facts = detect()
     if facts.gpu and not force_compile_only:

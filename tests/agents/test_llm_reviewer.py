@@ -34,9 +34,10 @@ def test_the_prompt_shows_timings_sanitizer_findings_and_metrics(tiny_spmm, plan
     report = measured_report("k(VW=4)", median_us=90.0, speedup=0.8)
     report.feedback += [
         Feedback(stage="sanitizer", status="failed", error_type="shared_memory_race", message="racecheck: 2 hazards",
-                 evidence={"hazard": "shared write-after-read at smem[12]"}),
+                 evidence={"findings": [{"tool": "racecheck", "message": "shared write-after-read at smem[12]"}], "total": 1}),
         Feedback(stage="profile", status="passed", message="selected metrics",
-                 evidence={"dram__throughput.avg.pct_of_peak_sustained_elapsed": 31.5}),
+                 evidence={"bottleneck": "memory", "key_metrics": {"dram__throughput": 31.5},
+                           "kernels": [{"kernel": "k", "metrics": {"stall_barrier_full_dump": 1.0}}]}),
     ]
     model = ScriptedChatModel(script=[answer({"decision": "revise", "bottleneck": "race in shared memory",
                                               "direction": "add a __syncthreads() before reusing the tile"})])
@@ -47,6 +48,7 @@ def test_the_prompt_shows_timings_sanitizer_findings_and_metrics(tiny_spmm, plan
     for expected in ("90.0 us", "0.80x", "cusparse_csr_alg2", "racecheck: 2 hazards", "write-after-read",
                      "dram__throughput", "31.5", "target_speedup"):
         assert expected in sent
+    assert "stall_barrier_full_dump" not in sent  # the few selected metrics, not the profile's dump
 
 
 def test_accept_without_a_measured_faster_kernel_is_repaired(tiny_spmm, plan, wrong_report):

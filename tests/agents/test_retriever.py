@@ -23,9 +23,9 @@ def store(tmp_path):
     return ExperienceStore(tmp_path / "experience.sqlite")
 
 
-def stored(store, spec, params, gpu=GPU):
+def stored(store, spec, params, gpu=GPU, checks=None):
     store.record(spec, Choice(kernel="spmm_csr_rowsplit", params=params), "// src",
-                 {"median_us": 20.0, "speedup_vs_best": 1.1, "best_baseline": "cusparse"}, gpu, "run0")
+                 {"median_us": 20.0, "speedup_vs_best": 1.1, "best_baseline": "cusparse"}, gpu, "run0", checks)
 
 
 def test_empty_store_gives_library_references_and_passages(tiny_spmm, store):
@@ -55,6 +55,18 @@ def test_exact_entry_sets_reuse_and_comes_first(tiny_spmm, store):
     assert plan.reuse == Choice(kernel="spmm_csr_rowsplit", params={"VW": 2, "WARPS": 8, "UNROLL": 4})
     assert refs.kernels[0].origin == "experience" and "same problem, same GPU" in refs.kernels[0].summary
     assert retrieve(offline_plan(tiny_spmm), tiny_spmm, None, store, 4000)[0].reuse is None, "no GPU, no reuse"
+
+
+@pytest.mark.parametrize(("checks", "skips"), [({"sanitizer": "passed", "profile": "passed"}, True),
+                                               ({"sanitizer": "not_executed", "profile": "not_executed"}, False),
+                                               (None, False)])
+def test_only_checks_the_stored_kernel_passed_are_skipped_on_reuse(tiny_spmm, store, checks, skips):
+    stored(store, tiny_spmm, {"VW": 2, "WARPS": 8, "UNROLL": 4}, checks=checks)
+    plan = retrieve(offline_plan(tiny_spmm), tiny_spmm, GPU, store, 4000)[0]
+    assert plan.reuse is not None
+    assert (plan.reuse_checked is not None) == skips
+    if skips:
+        assert "run0" in plan.reuse_checked and "compute-sanitizer" in plan.reuse_checked
 
 
 def test_similar_entry_sets_the_start_point(tiny_spmm_dict, store):

@@ -80,3 +80,17 @@ def test_location_setting(monkeypatch, tmp_path):
 
 def test_problem_key_depends_on_the_target_arch(tiny_spmm):
     assert problem_key(tiny_spmm, "sm_90") != problem_key(tiny_spmm, "sm_80")
+
+
+def test_a_store_written_before_checks_were_kept_still_opens(tmp_path, tiny_spmm_dict):
+    import sqlite3
+
+    path = tmp_path / "old.sqlite"
+    with sqlite3.connect(path) as conn:  # the table as it was first shipped, without checks_json
+        conn.execute("CREATE TABLE accepted (id INTEGER PRIMARY KEY AUTOINCREMENT, problem_key TEXT NOT NULL, "
+                     "gpu_name TEXT NOT NULL, gpu_arch TEXT NOT NULL, family TEXT NOT NULL, dtype TEXT NOT NULL, "
+                     "spec_json TEXT NOT NULL, kernel TEXT NOT NULL, params_json TEXT NOT NULL, source TEXT NOT NULL, "
+                     "measurement_json TEXT NOT NULL, run_id TEXT NOT NULL, created_at REAL NOT NULL)")
+    old = ExperienceStore(path)
+    record(old, parse_spec(tiny_spmm_dict))
+    assert old.exact(parse_spec(tiny_spmm_dict), H200).checks == {}

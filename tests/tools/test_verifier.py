@@ -106,3 +106,13 @@ def test_compile_errors_name_their_line(tiny_spmm):
     fb = report.stage("compile")
     assert fb.error_type == "compile_error" and "undefined_name" in fb.message
     assert fb.location and fb.location.startswith("line ")
+
+
+def test_launch_arguments_must_be_what_the_runner_provides(tiny_spmm):
+    body = 'extern "C" __global__ void k(float* C, const float* host_pointer) { C[0] = host_pointer[0]; }\n'
+    bad = hand_made(body).model_copy(update={"kernels": (KernelLaunch(entry="k", grid=("1", "1", "1"), block=("32", "1", "1"),
+                                                                       args=("C", "host_pointer")),)})
+    fb = CompileOnlyVerifier().verify(bad, tiny_spmm).stage("launch")
+    assert fb.error_type == "invalid_launch" and "host_pointer" in fb.message
+    unknown = hand_made('extern "C" __global__ void k(float* C) { }\n').model_copy(update={"preparation": "no_such_step"})
+    assert "no_such_step" in CompileOnlyVerifier().verify(unknown, tiny_spmm).stage("launch").message
