@@ -16,17 +16,17 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import structlog
 from pydantic import BaseModel
 
 from sparseditto import pipeline
 from sparseditto.agents.llm_models import check_usable
-from sparseditto.errors import EvalError, PolicyError
+from sparseditto.errors import EvalError
 from sparseditto.evals.records import ResultLog, SpecRecord, measured_fields, read_result_json
 from sparseditto.evals.suite import Suite, SuiteSpec
-from sparseditto.settings import Settings
+from sparseditto.settings import Policy, Settings
 
 log = structlog.get_logger(__name__)
 
@@ -34,7 +34,7 @@ EventHandler = Callable[[dict[str, Any]], None]
 
 
 class EvalConfig(BaseModel):
-    policy: Literal["offline", "llm", "hybrid"] = "offline"
+    policy: Policy = "offline"
     budget: int | None = None
     compile_only: bool = False
     workers: int = 1
@@ -70,9 +70,6 @@ def run_spec(job: Job) -> SpecRecord:
 
 def check_config(config: EvalConfig, gpu_count: Callable[[], int | None]) -> None:
     """Refuse, before anything runs, options that cannot work: every spec would fail the same way."""
-    if config.policy not in pipeline.AVAILABLE_POLICIES:
-        available = ", ".join(pipeline.AVAILABLE_POLICIES)
-        raise PolicyError(f"--policy {config.policy}: not available here; available: {available}")
     if config.policy != "offline":
         check_usable(Settings())
     if config.gpus is not None:

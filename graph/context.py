@@ -8,10 +8,10 @@ from the environment only.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any, Literal
+from typing import Any
 
 from sparseditto.agents.policies import LLM
-from sparseditto.settings import OutputMethod, Settings
+from sparseditto.settings import OutputMethod, Policy, Settings
 
 
 @dataclass
@@ -23,7 +23,7 @@ class PipelineContext:
     verifier: Any = None
     # which agent policy drives the run: offline, llm, or hybrid (offline first candidate, then llm);
     # None keeps the run's own (the one it started with), else offline
-    policy: Literal["offline", "llm", "hybrid"] | None = None
+    policy: Policy | None = None
     llm_base_url: str | None = None
     llm_model: str | None = None
     llm_planner_model: str | None = None

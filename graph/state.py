@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import operator
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, TypedDict
 
-OnBudget = Literal["ask", "approve", "abort"]
+from sparseditto.settings import OnBudget
 
 
 def add_counts(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:

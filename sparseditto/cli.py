@@ -16,7 +16,7 @@ from sparseditto.eval_cli import eval_app
 from sparseditto.kb_cli import kb_app
 from sparseditto.logging_setup import configure_logging
 from sparseditto.pipeline import PipelineResult, resume, run_pipeline
-from sparseditto.settings import Settings
+from sparseditto.settings import ON_BUDGET, Settings
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Sparse operation + sparsity pattern -> a validated, benchmarked CUDA kernel.")
 app.add_typer(kb_app, name="kb")
@@ -121,8 +121,8 @@ def run(
     """Plan, write, verify and benchmark kernels for SPEC until one is accepted or the budget is spent."""
     settings = Settings()
     when_spent = on_budget or settings.on_budget
-    if when_spent not in ("ask", "approve", "abort"):
-        _fail(SparseDittoError(f"--on-budget: {when_spent!r} is not one of ask, approve, abort"))
+    if when_spent not in ON_BUDGET:
+        _fail(SparseDittoError(f"--on-budget: {when_spent!r} is not one of {', '.join(ON_BUDGET)}"))
     folder = runs_dir or settings.runs_dir
     llm = _llm_options(model=model, base_url=base_url, output_method=output_method, token_budget=token_budget,
                        cost_budget_usd=cost_budget)

@@ -16,7 +16,7 @@ from sparseditto.evals.records import SpecRecord, load_records
 from sparseditto.evals.runner import EvalConfig, Evaluation
 from sparseditto.evals.suite import available_suites, load_suite
 from sparseditto.evals.tables import Table
-from sparseditto.settings import Settings
+from sparseditto.settings import POLICIES, Settings
 
 console = Console()
 
@@ -131,8 +131,8 @@ def run_cmd(
     policy = policy or settings.policy
     try:
         loaded = load_suite(suite)
-        if policy not in ("offline", "llm", "hybrid"):
-            raise EvalError(f"--policy {policy!r}: allowed: offline, llm, hybrid")
+        if policy not in POLICIES:
+            raise EvalError(f"--policy {policy!r}: allowed: {', '.join(POLICIES)}")
         folder = out or Path(settings.runs_dir) / "eval" / loaded.name
         config = EvalConfig(policy=policy, budget=budget, compile_only=compile_only or settings.compile_only,  # type: ignore[arg-type]
                             workers=workers, gpus=_parse_gpus(gpus), out=folder)

@@ -7,7 +7,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import Command
@@ -17,12 +17,11 @@ from sparseditto.agents.llm_models import check_usable
 from sparseditto.errors import PolicyError, ResumeError, RunNotFoundError
 from sparseditto.graph.builder import builder
 from sparseditto.graph.context import LLM_OPTIONS, PipelineContext
+from sparseditto.settings import POLICIES, OnBudget, Policy
 from sparseditto.spec import Spec, load_spec, parse_spec
 from sparseditto.tools.verifier import Verifier
 
 EventHandler = Callable[[dict[str, Any]], None]
-Policy = Literal["offline", "llm", "hybrid"]
-AVAILABLE_POLICIES: tuple[Policy, ...] = ("offline", "llm", "hybrid")
 
 
 class PipelineResult(BaseModel):
@@ -89,8 +88,8 @@ async def _drive(graph_input: Any, run_id: str, runs_dir: str, context: Pipeline
 def _context(runs_dir: str, compile_only: bool, verifier: Verifier | None, policy: Policy | None,
              llm: dict[str, Any] | None) -> PipelineContext:
     """The run's context; an unknown policy or LLM option, or an LLM policy without a model, is refused here."""
-    if policy is not None and policy not in AVAILABLE_POLICIES:
-        raise PolicyError(f"policy {policy!r} is not available; available: {', '.join(AVAILABLE_POLICIES)}")
+    if policy is not None and policy not in POLICIES:
+        raise PolicyError(f"policy {policy!r}: allowed: {', '.join(POLICIES)}")
     unknown = set(llm or {}) - LLM_OPTIONS
     if unknown:
         raise PolicyError(f"unknown LLM options {sorted(unknown)}; allowed: {', '.join(sorted(LLM_OPTIONS))}")
@@ -109,7 +108,7 @@ def _context(runs_dir: str, compile_only: bool, verifier: Verifier | None, polic
 def run_pipeline(
     spec: Spec | dict[str, Any] | str | Path,
     *,
-    on_budget: Literal["ask", "approve", "abort"] = "ask",
+    on_budget: OnBudget = "ask",
     budget: int | None = None,
     runs_dir: str = "runs",
     compile_only: bool = False,

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 Role = Literal["planner", "coder", "reviewer"]
+# who drives the agents: expert rules, a model, or the rules' first candidate then a model
+Policy = Literal["offline", "llm", "hybrid"]
+POLICIES: tuple[str, ...] = get_args(Policy)
+# what a run does when its budget is spent: ask a person at the gate, approve the best, or abort
+OnBudget = Literal["ask", "approve", "abort"]
+ON_BUDGET: tuple[str, ...] = get_args(OnBudget)
 OutputMethod = Literal["json_schema", "function_calling", "json_mode"]
 
 
@@ -15,10 +21,10 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SPARSEDITTO_", populate_by_name=True)
 
     runs_dir: str = "runs"
-    on_budget: Literal["ask", "approve", "abort"] = "ask"
+    on_budget: OnBudget = "ask"
     compile_only: bool = False
     arch: str | None = None
-    policy: Literal["offline", "llm", "hybrid"] = "offline"
+    policy: Policy = "offline"
     # GPU verification stages after correctness and timing (each needs its tool on PATH)
     sanitize: bool = True
     profile: bool = True
