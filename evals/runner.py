@@ -50,11 +50,17 @@ class Job(BaseModel):
 RunFn = Callable[[Job], SpecRecord]
 
 
+def _identity(job: Job) -> dict[str, Any]:
+    """The fields every record of this job carries, whatever happened to it."""
+    cfg, entry = job.config, job.entry
+    return dict(suite=entry.suite, spec_id=entry.id, tags=entry.tags, policy=cfg.policy, budget=cfg.budget,
+                compile_only=cfg.compile_only)
+
+
 def run_spec(job: Job) -> SpecRecord:
     """Run the pipeline on one spec (budget spent -> approve the best) and turn its result into a record."""
     cfg, entry = job.config, job.entry
-    base = dict(suite=entry.suite, spec_id=entry.id, tags=entry.tags, policy=cfg.policy, budget=cfg.budget,
-                compile_only=cfg.compile_only)
+    base = _identity(job)
     start = time.perf_counter()
     try:
         result = pipeline.run_pipeline(entry.spec, policy=cfg.policy, on_budget="approve", budget=cfg.budget,
@@ -173,9 +179,7 @@ class _Pool:
 
 
 def _died(job: Job, exitcode: int | None) -> SpecRecord:
-    cfg, entry = job.config, job.entry
-    return SpecRecord(suite=entry.suite, spec_id=entry.id, tags=entry.tags, policy=cfg.policy, budget=cfg.budget,
-                      compile_only=cfg.compile_only, status="error", seconds=0.0,
+    return SpecRecord(**_identity(job), status="error", seconds=0.0,
                       error=f"worker process died (exit code {exitcode}) while running this spec")
 
 
