@@ -28,6 +28,8 @@ class Settings(BaseSettings):
     # GPU verification stages after correctness and timing (each needs its tool on PATH)
     sanitize: bool = True
     profile: bool = True
+    # where to keep the sanitizer's and Nsight Compute's raw output (unset: not kept)
+    tool_output_dir: str | None = None
 
     # --- LLM policy: any OpenAI-compatible chat-completions endpoint (OpenAI, vLLM, Ollama, LM Studio) ---
     llm_base_url: str | None = None

@@ -7,7 +7,6 @@ summarised for the reviewer. A crash, hang or tool failure becomes feedback, nev
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ from typing import Any
 
 import structlog
 
+from sparseditto.settings import Settings
 from sparseditto.spec import Spec
 from sparseditto.tools.families import FAMILIES
 from sparseditto.tools.profiler import ProfileSummary, run_ncu, summarize
@@ -27,8 +27,8 @@ log = structlog.get_logger(__name__)
 
 
 def keep_tool_output(name: str, text: str) -> None:
-    """With SPARSEDITTO_TOOL_OUTPUT_DIR set, keep each tool's raw output (for debugging and parser fixtures)."""
-    folder = os.environ.get("SPARSEDITTO_TOOL_OUTPUT_DIR")
+    """With the setting tool_output_dir, keep each tool's raw output (for debugging and parser fixtures)."""
+    folder = Settings().tool_output_dir
     if folder:
         Path(folder).mkdir(parents=True, exist_ok=True)
         (Path(folder) / name).write_text(text)
@@ -50,8 +50,7 @@ def run_child(job: RunJob, tmp: Path, timeout_s: float) -> RunResult | Feedback:
     job_file, out_file = tmp / f"job-{job.mode}.json", tmp / f"result-{job.mode}.json"
     job_file.write_text(job.model_dump_json())
     try:
-        proc = subprocess.run(_child_command(job_file, out_file), capture_output=True, text=True, timeout=timeout_s,
-                              env=os.environ.copy())
+        proc = subprocess.run(_child_command(job_file, out_file), capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         return Feedback(stage="launch", status="failed", error_type="timeout",
                         message=f"the candidate run did not finish within {timeout_s:.0f} s (hang or far too slow)",
