@@ -17,13 +17,16 @@ import tempfile
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import bm25s
 import structlog
 
 from sparseditto.knowledge_base.chunks import Chunk, all_chunks, fingerprint
 from sparseditto.knowledge_base.tokenizer import tokenize
 from sparseditto.settings import Settings
+
+if TYPE_CHECKING:
+    import bm25s
 
 log = structlog.get_logger(__name__)
 
@@ -46,7 +49,7 @@ def cache_root() -> Path:
 @dataclass(frozen=True)
 class KnowledgeIndex:
     chunks: tuple[Chunk, ...]
-    bm25: bm25s.BM25
+    bm25: "bm25s.BM25"
     folder: Path
     built: bool  # True when this process built it, False when it was loaded from the cache
 
@@ -56,6 +59,8 @@ def current_folder() -> Path:
 
 
 def _build(folder: Path) -> None:
+    import bm25s  # imported where used: it is slow to import and the CLI and runner start without it
+
     chunks = all_chunks()
     model = bm25s.BM25()
     model.index([tokenize(c.text) for c in chunks], show_progress=False)
@@ -81,6 +86,8 @@ def _prune(root: Path) -> None:
 
 @cache
 def _load(folder: Path, built: bool) -> KnowledgeIndex:
+    import bm25s
+
     chunks = tuple(Chunk.model_validate(c) for c in json.loads((folder / _CHUNKS_FILE).read_text()))
     return KnowledgeIndex(chunks=chunks, bm25=bm25s.BM25.load(str(folder), show_progress=False), folder=folder, built=built)
 

@@ -13,13 +13,19 @@ import re
 from functools import cache
 
 import Stemmer
-from bm25s.stopwords import STOPWORDS_EN
 
 # a ratio (2:4), a number (4.8, 227), or an identifier with optional dotted parts (wgmma.mma_async.sp)
 _RAW = re.compile(r"\d+:\d+|\d+(?:\.\d+)?[a-z]*|[A-Za-z_][\w]*(?:\.[A-Za-z_\d][\w]*)*")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _ARCH = re.compile(r"^sm_?(\d{2,3})(a?)$")
-_STOP = frozenset(STOPWORDS_EN) | {"how", "what", "which", "when", "why", "do", "does", "i", "my", "we", "can"}
+
+
+@cache
+def _stopwords() -> frozenset[str]:
+    """bm25s's English list plus question words; loaded on first use (bm25s is slow to import)."""
+    from bm25s.stopwords import STOPWORDS_EN
+
+    return frozenset(STOPWORDS_EN) | {"how", "what", "which", "when", "why", "do", "does", "i", "my", "we", "can"}
 
 
 @cache
@@ -30,7 +36,7 @@ def _stemmer() -> Stemmer.Stemmer:
 def _word(part: str) -> str | None:
     """A lower-case, stemmed word part; None for stopwords and empty parts."""
     part = part.lower()
-    if not part or part in _STOP:
+    if not part or part in _stopwords():
         return None
     return _stemmer().stemWord(part) if part.isalpha() else part
 
