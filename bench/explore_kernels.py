@@ -35,21 +35,19 @@ def variants(spec) -> list[tuple[str, dict[str, int]]]:
     if spec.family == "csr_spmv":
         skewed = getattr(spec.pattern, "distribution", "") == "power_law"
         if not skewed:
-            for g, u, h, xl in ((4, 2, 1, 0), (4, 2, 1, 1), (4, 1, 1, 0), (4, 1, 1, 1), (4, 2, 0, 0), (8, 1, 1, 0)):
-                out.append(("spmv_csr_vec4", {"GROUP": g, "UNROLL": u, "BLOCK": 256, "HINT": h, "XL": xl}))
-            out.append(("spmv_csr_vec4", {"GROUP": 4, "UNROLL": 2, "BLOCK": 512, "HINT": 1, "XL": 0}))
+            out.append(("spmv_csr_vec4", {"GROUP": 4, "UNROLL": 2, "BLOCK": 256, "HINT": 1, "XL": 0}))
         else:
-            for g, lr, ch in ((4, 64, 2048), (4, 64, 512), (4, 128, 2048), (4, 256, 2048), (8, 64, 2048),
-                              (2, 64, 2048), (4, 64, 4096), (4, 32, 2048)):
-                out.append(("spmv_csr_split_vec4", {"GROUP": g, "UNROLL": 2, "BLOCK": 256, "HINT": 1, "LONG_ROW": lr, "CHUNK": ch}))
+            for g, ch, win in ((4, 4096, 0), (4, 4096, 1024), (4, 4096, 8192), (4, 4096, 65536), (8, 4096, 8192),
+                               (2, 4096, 8192), (4, 2048, 8192)):
+                out.append(("spmv_csr_split_vec4", {"GROUP": g, "UNROLL": 2, "BLOCK": 256, "HINT": 1, "LONG_ROW": 64,
+                                                    "CHUNK": ch, "ORDER_WINDOW": win}))
         return out
-    if spec.dtype == "fp32":
-        for vw, w, u in ((4, 4, 8), (4, 4, 4), (4, 8, 8)):
-            out.append(("spmm_csr_rowsplit", {"VW": vw, "WARPS": w, "UNROLL": u}))
-    else:
-        out.append(("spmm_csr_rowsplit", {"VW": 8, "WARPS": 4, "UNROLL": 4}))
-        out.append(("spmm_csr_rowsplit", {"VW": 8, "WARPS": 4, "UNROLL": 8}))
-        out.append(("spmm_csr_rowsplit", {"VW": 4, "WARPS": 4, "UNROLL": 8}))
+    wide, unroll = (4, 8) if spec.dtype == "fp32" else (8, 4)
+    out.append(("spmm_csr_rowsplit", {"VW": wide, "WARPS": 4, "UNROLL": unroll}))
+    for lpr, warps, rpg, kc, u in ((8, 16, 2, 1024, 4), (8, 16, 4, 1024, 4), (8, 8, 4, 1024, 4), (8, 16, 2, 512, 4),
+                                   (8, 16, 2, 1024, 8), (8, 32, 1, 1024, 4), (16, 16, 2, 512, 4), (4, 16, 4, 1024, 4),
+                                   (4, 8, 8, 2048, 4), (8, 8, 2, 512, 4)):
+        out.append(("spmm_csr_smem_tile", {"LPR": lpr, "WARPS": warps, "RPG": rpg, "KC": kc, "UNROLL": u}))
     return out
 
 

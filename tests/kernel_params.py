@@ -22,7 +22,7 @@ def planner_starts(family: str, dtype: str) -> dict[str, dict[str, int]]:
 
 def middle_params(kernel: ReferenceKernel, dtype: str) -> dict[str, int]:
     params = {name: values[len(values) // 2] for name, values in kernel.parameters.items()}
-    for name in ("VW", "CPL", "KC"):
+    for name in ("VW", "KC"):
         values = list(kernel.parameters.get(name, ()))
         while name in params and not is_valid_choice(kernel.name, params, dtype) and values.index(params[name]) > 0:
             params[name] = values[values.index(params[name]) - 1]

@@ -10,19 +10,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from sparseditto.tools.families.base import Problem, to_float64
+from sparseditto.tools.families.base import Problem
 
 Prepared = tuple[dict[str, np.ndarray], dict[str, int]]
-
-
-def packed_pairs(problem: Problem, params: dict[str, int]) -> Prepared:
-    """(column, fp32 value bits) per nonzero, interleaved, so a kernel reads both with one 8-byte load."""
-    cols = problem.inputs["colind"]
-    vals = to_float64(problem.inputs["values"], problem.dtype).astype(np.float32)
-    pairs = np.empty((len(cols), 2), dtype=np.int32)
-    pairs[:, 0] = cols
-    pairs[:, 1] = vals.view(np.int32)
-    return {"pairs": pairs}, {}
 
 
 def long_row_chunks(problem: Problem, params: dict[str, int]) -> Prepared:
@@ -43,9 +33,20 @@ def long_row_chunks(problem: Problem, params: dict[str, int]) -> Prepared:
     return arrays, {"n_long_rows": len(long_rows), "n_long_chunks": len(chunk_start)}
 
 
+def row_order(lengths: np.ndarray, window: int) -> np.ndarray:
+    """Row indices with the rows of each window of `window` rows sorted by descending length (stable); the
+    identity when window is 0. Rows that share a warp then have similar lengths, while rows stay near their
+    neighbours in memory."""
+    rows = np.arange(len(lengths))
+    if window == 0:
+        return rows.astype(np.int32)
+    return np.lexsort((rows, -lengths, rows // window)).astype(np.int32)
+
+
 def long_row_chunk_ptr(problem: Problem, params: dict[str, int]) -> Prepared:
-    """long_row_chunks plus long_chunk_ptr (long row i owns chunks long_chunk_ptr[i] .. long_chunk_ptr[i+1])
-    and multi_rows, the indices i of the long rows with more than one chunk (n_multi_rows of them)."""
+    """long_row_chunks plus long_chunk_ptr (long row i owns chunks long_chunk_ptr[i] .. long_chunk_ptr[i+1]),
+    multi_rows, the indices i of the long rows with more than one chunk (n_multi_rows of them), and
+    row_order, the order in which the short rows are taken (see `row_order`, window ORDER_WINDOW)."""
     arrays, symbols = long_row_chunks(problem, params)
     rowptr = problem.inputs["rowptr"].astype(np.int64)
     lengths = np.diff(rowptr)
@@ -57,10 +58,10 @@ def long_row_chunk_ptr(problem: Problem, params: dict[str, int]) -> Prepared:
     multi = np.flatnonzero(per_row > 1).astype(np.int32)
     arrays["multi_rows"] = multi if len(multi) else np.zeros(1, np.int32)
     symbols["n_multi_rows"] = len(multi)
+    arrays["row_order"] = row_order(lengths, params["ORDER_WINDOW"])
     return arrays, symbols
 
 
 PREPARATIONS: dict[str, Callable[[Problem, dict[str, int]], Prepared]] = {
-    "packed_pairs": packed_pairs,
     "long_row_chunk_ptr": long_row_chunk_ptr,
 }

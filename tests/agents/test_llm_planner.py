@@ -9,7 +9,7 @@ from sparseditto.agents.planner import matrix_features
 from sparseditto.agents.policies import LLM, plan_step
 from sparseditto.settings import Settings
 
-GOOD = {"strategies": [{"kernel": "spmm_csr_smem_tile", "start": {"CPL": 1, "WARPS": 8, "RPW": 4, "KC": 512, "UNROLL": 4},
+GOOD = {"strategies": [{"kernel": "spmm_csr_smem_tile", "start": {"LPR": 8, "WARPS": 8, "RPG": 4, "KC": 512, "UNROLL": 4},
                         "space": {"WARPS": [8, 16]}, "why": "dense enough for shared-memory tiles"},
                        {"kernel": "spmm_csr_rowsplit", "start": {"VW": 4, "WARPS": 4, "UNROLL": 8}, "why": "robust"}],
         "target_speedup": 1.8, "notes": "tiles first"}

@@ -11,7 +11,7 @@ from sparseditto.tools.results import NOT_EXECUTED_NO_GPU, Feedback, Verificatio
 ROWSPLIT = "spmm_csr_rowsplit"
 TILE = "spmm_csr_smem_tile"
 ROW_START = {"VW": 4, "WARPS": 4, "UNROLL": 8}
-TILE_START = {"CPL": 1, "WARPS": 16, "RPW": 4, "KC": 1024, "UNROLL": 8}
+TILE_START = {"LPR": 8, "WARPS": 16, "RPG": 2, "KC": 1024, "UNROLL": 4}
 
 
 def make_plan(row_space=None, target=3.0):

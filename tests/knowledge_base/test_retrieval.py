@@ -44,7 +44,7 @@ def test_dtype_filter_drops_kernels_without_that_dtype():
 
 
 def test_plan_match_moves_the_plans_kernels_up():
-    query = "gather rows of B, warps per row, shared memory"
+    query = "warp per row, 16-byte gathers of B rows, tiling over N"
     plain = ids(search(query, k=10))
     ranked = ids(search(query, k=10, plan=PlanMatch(operation="spmm", format="csr", family="csr_spmm",
                                                      kernels=["spmm_csr_smem_tile"])))

@@ -1,12 +1,13 @@
-"""One-time format preparations: long-row chunks cover every long row exactly, packed pairs round-trip."""
+"""One-time format preparations: long-row chunks cover every long row exactly; the row order is a permutation
+that sorts rows by length within each window."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from sparseditto.tools.families.base import Problem, to_float64, to_storage
-from sparseditto.tools.preparations import PREPARATIONS, long_row_chunks, packed_pairs
+from sparseditto.tools.families.base import Problem, to_storage
+from sparseditto.tools.preparations import PREPARATIONS, long_row_chunks, row_order
 
 
 def csr_problem(lengths, dtype="fp32", seed=0):
@@ -58,10 +59,9 @@ def test_long_row_chunks_without_long_rows_pads_arrays():
     assert all(len(a) == 1 for a in arrays.values())
 
 
-@pytest.mark.skipif("long_row_chunk_ptr" not in PREPARATIONS, reason="no long_row_chunk_ptr preparation")
 def test_long_row_chunk_ptr_gives_each_long_row_its_chunks():
     problem = csr_problem(LENGTHS)
-    arrays, symbols = PREPARATIONS["long_row_chunk_ptr"](problem, {"LONG_ROW": 64, "CHUNK": 64})
+    arrays, symbols = PREPARATIONS["long_row_chunk_ptr"](problem, {"LONG_ROW": 64, "CHUNK": 64, "ORDER_WINDOW": 4})
     ptr = arrays["long_chunk_ptr"]
     n_long = symbols["n_long_rows"]
     assert len(ptr) == n_long + 1
@@ -71,17 +71,19 @@ def test_long_row_chunk_ptr_gives_each_long_row_its_chunks():
         assert (index[ptr[i]:ptr[i + 1]] == i).all()
 
 
-@pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
-def test_packed_pairs_round_trip_column_and_value(dtype):
-    problem = csr_problem([5, 0, 9, 1], dtype=dtype, seed=4)
-    arrays, symbols = packed_pairs(problem, {})
-    pairs = arrays["pairs"]
-    assert symbols == {}
-    assert pairs.shape == (problem.symbols["nnz"], 2)
-    assert pairs.dtype == np.int32
-    assert np.array_equal(pairs[:, 0], problem.inputs["colind"])
-    values = np.ascontiguousarray(pairs[:, 1]).view(np.float32)
-    assert np.array_equal(values.astype(np.float64), to_float64(problem.inputs["values"], dtype))
+@pytest.mark.parametrize("window", [0, 1, 3, 4, 100])
+def test_row_order_sorts_rows_by_length_within_each_window(window):
+    lengths = np.array(LENGTHS)
+    order = row_order(lengths, window)
+    assert order.dtype == np.int32
+    assert sorted(order.tolist()) == list(range(len(lengths)))
+    if window == 0:
+        assert order.tolist() == list(range(len(lengths)))
+        return
+    for w0 in range(0, len(lengths), window):
+        part = order[w0:w0 + window]
+        assert set(part.tolist()) == set(range(w0, min(w0 + window, len(lengths))))
+        assert (np.diff(lengths[part]) <= 0).all()
 
 
 def test_every_preparation_named_by_a_reference_kernel_exists():

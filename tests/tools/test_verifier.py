@@ -7,6 +7,7 @@ import pytest
 from sparseditto.knowledge_base.library import get_kernel, prelude
 from sparseditto.tools.contract import KernelCandidate, KernelLaunch
 from sparseditto.tools.results import NOT_EXECUTED_NO_GPU
+from sparseditto.spec import parse_spec
 from sparseditto.tools.verifier import CompileOnlyVerifier, GpuVerifier, make_verifier
 
 GPU_STAGES = ("correctness", "sanitizer", "benchmark", "profile")
@@ -72,10 +73,10 @@ def test_launch_geometry_is_checked_without_a_gpu(tiny_spmm):
     assert not report.correct
 
 
-def test_too_much_shared_memory_is_an_invalid_launch(tiny_spmm):
+def test_too_much_shared_memory_is_an_invalid_launch(tiny_spmm_dict):
     kernel = get_kernel("spmm_csr_smem_tile")
-    big = kernel.instantiate({"CPL": 8, "WARPS": 4, "RPW": 1, "KC": 1024, "UNROLL": 2})  # 1024*32*8*4 = 1 MiB
-    report = CompileOnlyVerifier().verify(big, tiny_spmm)
+    big = kernel.instantiate({"LPR": 32, "WARPS": 4, "RPG": 1, "KC": 2048, "UNROLL": 2})  # 2048 rows * 512 B = 1 MiB
+    report = CompileOnlyVerifier().verify(big, parse_spec({**tiny_spmm_dict, "K": 4096}))
     fb = report.stage("launch")
     assert fb is not None and fb.status == "failed" and fb.error_type == "invalid_launch"
     assert "shared memory" in fb.message
