@@ -76,8 +76,7 @@ def offline_plan(spec: Spec) -> Plan:
         )
         split = Strategy(
             kernel="spmv_csr_split_vec4",
-            start={"GROUP": min(16, max(1, group)), "UNROLL": 2, "BLOCK": 256, "LONG_ROW": 64, "CHUNK": 4096, "HINT": 1,
-                   "ORDER_WINDOW": 8192},
+            start={"GROUP": min(16, max(1, group)), "UNROLL": 2, "BLOCK": 256, "LONG_ROW": 64, "CHUNK": 4096, "HINT": 1},
             space=_space("spmv_csr_split_vec4", spec.dtype),
             why=f"skewed rows (max {feats['max_row']:.0f}, cv {feats['row_cv']:.2f}): long rows cut into warp-sized chunks",
         )

@@ -37,16 +37,13 @@ def variants(spec) -> list[tuple[str, dict[str, int]]]:
         if not skewed:
             out.append(("spmv_csr_vec4", {"GROUP": 4, "UNROLL": 2, "BLOCK": 256, "HINT": 1, "XL": 0}))
         else:
-            for g, ch, win in ((4, 4096, 0), (4, 4096, 1024), (4, 4096, 8192), (4, 4096, 65536), (8, 4096, 8192),
-                               (2, 4096, 8192), (4, 2048, 8192)):
-                out.append(("spmv_csr_split_vec4", {"GROUP": g, "UNROLL": 2, "BLOCK": 256, "HINT": 1, "LONG_ROW": 64,
-                                                    "CHUNK": ch, "ORDER_WINDOW": win}))
+            for g, ch in ((4, 4096), (8, 4096), (4, 2048)):
+                out.append(("spmv_csr_split_vec4", {"GROUP": g, "UNROLL": 2, "BLOCK": 256, "HINT": 1, "LONG_ROW": 64, "CHUNK": ch}))
         return out
     wide, unroll = (4, 8) if spec.dtype == "fp32" else (8, 4)
     out.append(("spmm_csr_rowsplit", {"VW": wide, "WARPS": 4, "UNROLL": unroll}))
-    for lpr, warps, rpg, kc, u in ((8, 16, 2, 1024, 4), (8, 16, 4, 1024, 4), (8, 8, 4, 1024, 4), (8, 16, 2, 512, 4),
-                                   (8, 16, 2, 1024, 8), (8, 32, 1, 1024, 4), (16, 16, 2, 512, 4), (4, 16, 4, 1024, 4),
-                                   (4, 8, 8, 2048, 4), (8, 8, 2, 512, 4)):
+    for lpr, warps, rpg, kc, u in ((8, 16, 4, 512, 4), (8, 16, 4, 1024, 4), (8, 8, 8, 1024, 4), (8, 32, 2, 512, 4),
+                                   (8, 16, 2, 512, 4), (8, 32, 1, 512, 4), (4, 16, 4, 1024, 4), (8, 8, 4, 512, 4)):
         out.append(("spmm_csr_smem_tile", {"LPR": lpr, "WARPS": warps, "RPG": rpg, "KC": kc, "UNROLL": u}))
     return out
 

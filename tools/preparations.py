@@ -33,20 +33,9 @@ def long_row_chunks(problem: Problem, params: dict[str, int]) -> Prepared:
     return arrays, {"n_long_rows": len(long_rows), "n_long_chunks": len(chunk_start)}
 
 
-def row_order(lengths: np.ndarray, window: int) -> np.ndarray:
-    """Row indices with the rows of each window of `window` rows sorted by descending length (stable); the
-    identity when window is 0. Rows that share a warp then have similar lengths, while rows stay near their
-    neighbours in memory."""
-    rows = np.arange(len(lengths))
-    if window == 0:
-        return rows.astype(np.int32)
-    return np.lexsort((rows, -lengths, rows // window)).astype(np.int32)
-
-
 def long_row_chunk_ptr(problem: Problem, params: dict[str, int]) -> Prepared:
-    """long_row_chunks plus long_chunk_ptr (long row i owns chunks long_chunk_ptr[i] .. long_chunk_ptr[i+1]),
-    multi_rows, the indices i of the long rows with more than one chunk (n_multi_rows of them), and
-    row_order, the order in which the short rows are taken (see `row_order`, window ORDER_WINDOW)."""
+    """long_row_chunks plus long_chunk_ptr (long row i owns chunks long_chunk_ptr[i] .. long_chunk_ptr[i+1])
+    and multi_rows, the indices i of the long rows with more than one chunk (n_multi_rows of them)."""
     arrays, symbols = long_row_chunks(problem, params)
     rowptr = problem.inputs["rowptr"].astype(np.int64)
     lengths = np.diff(rowptr)
@@ -58,7 +47,6 @@ def long_row_chunk_ptr(problem: Problem, params: dict[str, int]) -> Prepared:
     multi = np.flatnonzero(per_row > 1).astype(np.int32)
     arrays["multi_rows"] = multi if len(multi) else np.zeros(1, np.int32)
     symbols["n_multi_rows"] = len(multi)
-    arrays["row_order"] = row_order(lengths, params["ORDER_WINDOW"])
     return arrays, symbols
 
 

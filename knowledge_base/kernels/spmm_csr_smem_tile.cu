@@ -30,8 +30,9 @@ kernels:
 // Mapping: block (bx, by) owns columns [by*TW, +TW) and rows [bx*RPB, +RPB), RPB = WARPS*(32/LPR)*RPG.
 // Lane group g of warp w (lanes g*LPR .. +LPR) owns RPG consecutive rows; lane l of the group owns
 // the VPL columns by*TW + l*VPL .. +VPL (one 16-byte piece). For each chunk of KC rows of B the block
-// copies B[k0:k0+KC, tile] into shared memory, then each group takes its rows in turn: it peeks at the
-// next LPR nonzeros of the row (one coalesced load of columns and values, one per lane); since
+// copies B[k0:k0+KC, tile] into shared memory, then each group works on its RPG rows together: it peeks at
+// the next LPR nonzeros of each row (one coalesced load of columns and values per row, all RPG loads in
+// flight at once); since
 // columns are sorted, the ones inside the chunk are a prefix, counted with a ballot. The group then
 // broadcasts them UNROLL at a time with shuffles; every lane reads its 16-byte piece of the gathered
 // row from shared memory and does VPL FMAs. Loop counts are kept warp-uniform (the longest group
@@ -91,18 +92,31 @@ spmm_csr_smem_tile(const int* __restrict__ rowptr, const int* __restrict__ colin
         }
         __syncthreads();
 
+        bool more[RPG];  // the same for every lane of a group
+        bool any = false;
 #pragma unroll
         for (int i = 0; i < RPG; ++i) {
-            bool more = cursor[i] < stop[i];  // the same for every lane of a group
-            while (__any_sync(SD_FULL_MASK, more)) {
+            more[i] = cursor[i] < stop[i];
+            any |= more[i];
+        }
+        while (__any_sync(SD_FULL_MASK, any)) {
+            // the peeks of all RPG rows are issued together, so their loads are in flight at once
+            int col[RPG];
+            float val[RPG];
+#pragma unroll
+            for (int i = 0; i < RPG; ++i) {
                 const int j = cursor[i] + gl;
-                int col = k_hi;
-                float val = 0.f;
-                if (more && j < stop[i]) {
-                    col = __ldg(colind + j);
-                    val = sd_to_f32(__ldg(values + j));
+                col[i] = k_hi;
+                val[i] = 0.f;
+                if (more[i] && j < stop[i]) {
+                    col[i] = __ldg(colind + j);
+                    val[i] = sd_to_f32(__ldg(values + j));
                 }
-                const unsigned in_chunk = __ballot_sync(SD_FULL_MASK, col < k_hi);
+            }
+            any = false;
+#pragma unroll
+            for (int i = 0; i < RPG; ++i) {
+                const unsigned in_chunk = __ballot_sync(SD_FULL_MASK, col[i] < k_hi);
                 const int taken = __popc((in_chunk >> (group * LPR)) & GROUP_BITS);
                 const int steps = (int)__reduce_max_sync(SD_FULL_MASK, (unsigned)taken);
                 for (int t = 0; t < steps; t += UNROLL) {
@@ -111,8 +125,8 @@ spmm_csr_smem_tile(const int* __restrict__ rowptr, const int* __restrict__ colin
 #pragma unroll
                     for (int u = 0; u < UNROLL; ++u) {
                         const int src = group * LPR + min(t + u, LPR - 1);
-                        const int k = __shfl_sync(SD_FULL_MASK, col, src);
-                        const float av = __shfl_sync(SD_FULL_MASK, val, src);
+                        const int k = __shfl_sync(SD_FULL_MASK, col[i], src);
+                        const float av = __shfl_sync(SD_FULL_MASK, val[i], src);
                         const bool use = t + u < taken && k >= k0 && k < k_hi;
                         a[u] = use ? av : 0.f;
                         sd_piece piece;
@@ -126,7 +140,8 @@ spmm_csr_smem_tile(const int* __restrict__ rowptr, const int* __restrict__ colin
                         for (int q = 0; q < VPL; ++q) acc[i][q] += a[u] * b[u][q];
                 }
                 cursor[i] += taken;
-                more = more && taken == LPR && cursor[i] < stop[i];
+                more[i] = more[i] && taken == LPR && cursor[i] < stop[i];
+                any |= more[i];
             }
         }
     }

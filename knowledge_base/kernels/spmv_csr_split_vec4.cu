@@ -10,9 +10,7 @@ summary: >
   For skewed (power-law) row lengths, with 16-byte loads of 4 nonzeros per lane as in spmv_csr_vec4.
   One launch does both parts: its first blocks cut rows longer than LONG_ROW into chunks of CHUNK
   nonzeros, one warp per chunk, each writing its partial sum to an fp32 workspace (no atomics, no
-  zeroing); the remaining blocks treat the short rows with GROUP lanes per row, in the order of
-  `row_order`: with ORDER_WINDOW > 0 the rows of each window of ORDER_WINDOW rows are sorted by
-  length, so that the rows sharing a warp have similar lengths. A second small launch
+  zeroing); the remaining blocks treat the short rows with GROUP lanes per row. A second small launch
   sums the partials of the rows longer than CHUNK (several chunks), one block per such row; a row of
   one chunk is written directly by its warp. Needs the preparation `long_row_chunk_ptr`.
 preparation: long_row_chunk_ptr
@@ -26,14 +24,13 @@ parameters:
   LONG_ROW: [32, 64, 128, 256, 512]
   CHUNK: [256, 512, 1024, 2048, 4096]
   HINT: [0, 1]
-  ORDER_WINDOW: [0, 1024, 8192, 65536]
 workspace:
   partial: {dtype: fp32, size: "max(n_long_chunks, 1)"}
 kernels:
   - entry: spmv_split4_main
     grid: ["ceil_div(n_long_chunks * 32, BLOCK) + ceil_div(M * GROUP, BLOCK)", "1", "1"]
     block: ["BLOCK", "1", "1"]
-    args: [rowptr, colind, values, x, y, partial, chunk_long_index, chunk_start, long_rows, row_order, n_long_chunks, M, nnz]
+    args: [rowptr, colind, values, x, y, partial, chunk_long_index, chunk_start, long_rows, n_long_chunks, M, nnz]
   - entry: spmv_split4_finish
     grid: ["max(n_multi_rows, 1)", "1", "1"]
     block: ["256", "1", "1"]
@@ -42,8 +39,7 @@ kernels:
 // Kernel 1, blocks [0, LB) with LB = ceil(n_long_chunks * 32 / BLOCK): warp w takes chunk
 // [chunk_start[w], min(+CHUNK, row end)) of long row long_rows[chunk_long_index[w]], walks it in aligned
 // quads (lane l: quads l, l + 32, ..., UNROLL per step), reduces across the warp and stores partial[w].
-// Blocks >= LB: as spmv_csr_vec4 over the rows in the order row_order (the identity when ORDER_WINDOW is 0),
-// skipping rows longer than LONG_ROW. Long-row chunks come
+// Blocks >= LB: as spmv_csr_vec4 over all rows, skipping rows longer than LONG_ROW. Long-row chunks come
 // first in the grid so they start early and the short rows fill in behind them.
 // Kernel 2: block b takes long row i = multi_rows[b] (a row of several chunks), sums
 // partial[long_chunk_ptr[i] .. long_chunk_ptr[i+1]) and writes y[long_rows[i]]. Rows of one chunk were
@@ -53,8 +49,7 @@ spmv_split4_main(const int* __restrict__ rowptr, const int* __restrict__ colind,
                  const value_t* __restrict__ values, const value_t* __restrict__ x,
                  value_t* __restrict__ y, float* __restrict__ partial,
                  const int* __restrict__ chunk_long_index, const int* __restrict__ chunk_start,
-                 const int* __restrict__ long_rows, const int* __restrict__ row_order,
-                 int n_long_chunks, int M, int nnz)
+                 const int* __restrict__ long_rows, int n_long_chunks, int M, int nnz)
 {
     unsigned long long pol = 0;
     if (HINT) pol = sd_policy_evict_first();
@@ -81,9 +76,8 @@ spmv_split4_main(const int* __restrict__ rowptr, const int* __restrict__ colind,
     }
     const long long t = (long long)(blockIdx.x - long_blocks) * BLOCK + threadIdx.x;
     const int lane = threadIdx.x % GROUP;
-    const long long slot = t / GROUP;
-    const bool valid = slot < M;
-    const int row = valid ? (ORDER_WINDOW ? __ldg(row_order + slot) : (int)slot) : 0;
+    const long long row = t / GROUP;
+    const bool valid = row < M;
     const int start = valid ? __ldg(rowptr + row) : 0;
     int end = valid ? __ldg(rowptr + row + 1) : 0;
     const bool is_long = end - start > LONG_ROW;

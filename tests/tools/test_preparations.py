@@ -1,5 +1,4 @@
-"""One-time format preparations: long-row chunks cover every long row exactly; the row order is a permutation
-that sorts rows by length within each window."""
+"""One-time format preparations: long-row chunks cover every long row exactly."""
 
 from __future__ import annotations
 
@@ -7,7 +6,7 @@ import numpy as np
 import pytest
 
 from sparseditto.tools.families.base import Problem, to_storage
-from sparseditto.tools.preparations import PREPARATIONS, long_row_chunks, row_order
+from sparseditto.tools.preparations import PREPARATIONS, long_row_chunks
 
 
 def csr_problem(lengths, dtype="fp32", seed=0):
@@ -61,7 +60,7 @@ def test_long_row_chunks_without_long_rows_pads_arrays():
 
 def test_long_row_chunk_ptr_gives_each_long_row_its_chunks():
     problem = csr_problem(LENGTHS)
-    arrays, symbols = PREPARATIONS["long_row_chunk_ptr"](problem, {"LONG_ROW": 64, "CHUNK": 64, "ORDER_WINDOW": 4})
+    arrays, symbols = PREPARATIONS["long_row_chunk_ptr"](problem, {"LONG_ROW": 64, "CHUNK": 64})
     ptr = arrays["long_chunk_ptr"]
     n_long = symbols["n_long_rows"]
     assert len(ptr) == n_long + 1
@@ -69,21 +68,6 @@ def test_long_row_chunk_ptr_gives_each_long_row_its_chunks():
     index = arrays["chunk_long_index"]
     for i in range(n_long):
         assert (index[ptr[i]:ptr[i + 1]] == i).all()
-
-
-@pytest.mark.parametrize("window", [0, 1, 3, 4, 100])
-def test_row_order_sorts_rows_by_length_within_each_window(window):
-    lengths = np.array(LENGTHS)
-    order = row_order(lengths, window)
-    assert order.dtype == np.int32
-    assert sorted(order.tolist()) == list(range(len(lengths)))
-    if window == 0:
-        assert order.tolist() == list(range(len(lengths)))
-        return
-    for w0 in range(0, len(lengths), window):
-        part = order[w0:w0 + window]
-        assert set(part.tolist()) == set(range(w0, min(w0 + window, len(lengths))))
-        assert (np.diff(lengths[part]) <= 0).all()
 
 
 def test_every_preparation_named_by_a_reference_kernel_exists():
