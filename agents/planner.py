@@ -92,7 +92,7 @@ def offline_plan(spec: Spec) -> Plan:
             ),
             Strategy(
                 kernel="spmm_csr_smem_tile",
-                start={"LPR": 8, "WARPS": 16, "RPG": 2, "KC": 1024, "UNROLL": 4},
+                start={"LPR": 8, "WARPS": 32, "RPG": 1, "KC": 512, "UNROLL": 4},
                 space=_space("spmm_csr_smem_tile", spec.dtype),
                 why="a column slice of B in shared memory, reused by many rows: the alternative when row-split is bound by L2 gathers",
             ),

@@ -13,7 +13,9 @@ summary: >
   instead of L2, and B crosses L2 once per block instead of once per nonzero. A group of LPR lanes
   owns one row at a time; each of its lanes reads one 16-byte piece of the gathered B row, so the
   group reads a whole contiguous row slice (conflict-free). Needs column indices sorted within each
-  row (canonical CSR). Best at higher densities, where row-split SpMM is bound by L2 gathers.
+  row (canonical CSR). Measured on the H200 (M=K=4096, N=256, 1-5% density; bench/NOTES.md): 1.2-2.1x
+  slower than spmm_csr_rowsplit (best LPR=8 WARPS=32 RPG=1 KC=512: 44.1 / 92.2 us fp32 1% / 5%,
+  37.9 / 72.0 us fp16), bound by the latency of the per-row peeks and the synchronous chunk copies.
 parameters:
   LPR: [4, 8, 16, 32]
   WARPS: [4, 8, 16, 32]
@@ -32,8 +34,8 @@ kernels:
 // the VPL columns by*TW + l*VPL .. +VPL (one 16-byte piece). For each chunk of KC rows of B the block
 // copies B[k0:k0+KC, tile] into shared memory, then each group works on its RPG rows together: it peeks at
 // the next LPR nonzeros of each row (one coalesced load of columns and values per row, all RPG loads in
-// flight at once); since
-// columns are sorted, the ones inside the chunk are a prefix, counted with a ballot. The group then
+// flight at once); since columns are sorted, the ones inside the chunk are a prefix, counted with a
+// ballot. The group then
 // broadcasts them UNROLL at a time with shuffles; every lane reads its 16-byte piece of the gathered
 // row from shared memory and does VPL FMAs. Loop counts are kept warp-uniform (the longest group
 // sets them; the others run masked, reading row 0 of the chunk with a zero weight), so shuffles and
