@@ -42,9 +42,11 @@ def variants(spec) -> list[tuple[str, dict[str, int]]]:
         return out
     wide, unroll = (4, 8) if spec.dtype == "fp32" else (8, 4)
     out.append(("spmm_csr_rowsplit", {"VW": wide, "WARPS": 4, "UNROLL": unroll}))
-    for lpr, warps, rpg, kc, u in ((8, 16, 4, 512, 4), (8, 16, 4, 1024, 4), (8, 8, 8, 1024, 4), (8, 32, 2, 512, 4),
-                                   (8, 16, 2, 512, 4), (8, 32, 1, 512, 4), (4, 16, 4, 1024, 4), (8, 8, 4, 512, 4)):
+    for lpr, warps, rpg, kc, u in ((8, 32, 1, 512, 4),):
         out.append(("spmm_csr_smem_tile", {"LPR": lpr, "WARPS": warps, "RPG": rpg, "KC": kc, "UNROLL": u}))
+    if spec.dtype != "fp32":
+        for mt, warps in ((4, 1), (4, 2), (4, 4), (4, 8), (8, 2), (8, 4), (8, 8), (16, 4)):
+            out.append(("spmm_csr_tc_rowgroup", {"MT": mt, "WARPS": warps}))
     return out
 
 

@@ -50,6 +50,40 @@ def long_row_chunk_ptr(problem: Problem, params: dict[str, int]) -> Prepared:
     return arrays, symbols
 
 
+def row_group_union(problem: Problem, params: dict[str, int]) -> Prepared:
+    """For each group of 8 consecutive rows, the sorted union of their column indices, padded with the group's
+    last column to a multiple of 16 (`group_cols`, group g at group_ptr[g] .. group_ptr[g+1]), and for every
+    nonzero its position in its group's union (`nnz_slot`). Depends on the pattern only; values stay in CSR."""
+    rowptr = problem.inputs["rowptr"].astype(np.int64)
+    colind = problem.inputs["colind"].astype(np.int64)
+    M = len(rowptr) - 1
+    K = int(colind.max()) + 1 if len(colind) else 1  # any bound above the columns keys the (group, column) pairs
+    n_groups = -(-M // 8)
+    group_of_nnz = np.repeat(np.arange(M, dtype=np.int64) // 8, np.diff(rowptr))
+    keys = group_of_nnz * K + colind
+    union = np.unique(keys)
+    nnz_slot_global = np.searchsorted(union, keys)
+    union_group = union // K
+    counts = np.bincount(union_group, minlength=n_groups)
+    padded = -(-counts // 16) * 16
+    starts = np.zeros(n_groups + 1, dtype=np.int64)
+    np.cumsum(padded, out=starts[1:])
+    union_start = np.zeros(n_groups + 1, dtype=np.int64)
+    np.cumsum(counts, out=union_start[1:])
+    # each union entry's place in the padded list; padding repeats the group's last column (its weights are 0)
+    place = starts[union_group] + (np.arange(len(union)) - union_start[union_group])
+    group_cols = np.zeros(max(int(starts[-1]), 1), dtype=np.int32)
+    last = np.zeros(n_groups, dtype=np.int64)
+    last[counts > 0] = union[union_start[1:][counts > 0] - 1] % K
+    group_cols[: int(starts[-1])] = np.repeat(last, padded)
+    group_cols[place] = union % K
+    nnz_slot = (nnz_slot_global - union_start[group_of_nnz]).astype(np.int32)
+    arrays = {"group_cols": group_cols, "group_ptr": starts.astype(np.int32),
+              "nnz_slot": nnz_slot if len(nnz_slot) else np.zeros(1, np.int32)}
+    return arrays, {"n_groups": n_groups, "max_union": int(padded.max()) if n_groups else 0}
+
+
 PREPARATIONS: dict[str, Callable[[Problem, dict[str, int]], Prepared]] = {
     "long_row_chunk_ptr": long_row_chunk_ptr,
+    "row_group_union": row_group_union,
 }
