@@ -1,6 +1,6 @@
 """The verification harness on the GPU: the adversarial suite and the reference kernels, with stage times.
 
-Run on the GPU machine: `python3 bench/verify_harness.py OUT_DIR adversarial|reference`. Every case goes
+Run on the GPU machine: `python3 bench/verify_harness.py OUT_DIR adversarial|reference [SPEC_NAME ...]`. Every case goes
 through one GpuVerifier in this one process (so the pipeline's survival of each crash and hang is part
 of the test). Raw sanitizer and ncu output is kept under OUT_DIR/tool_output (the parser fixtures).
 Writes OUT_DIR/harness_<part>.json and prints a short table last.
@@ -48,9 +48,9 @@ def adversarial(verifier: GpuVerifier) -> list[dict]:
     return rows
 
 
-def reference(verifier: GpuVerifier) -> list[dict]:
+def reference(verifier: GpuVerifier, spec_names: tuple[str, ...] = REFERENCE_SPECS) -> list[dict]:
     rows = []
-    for name in REFERENCE_SPECS:
+    for name in spec_names:
         spec = load_spec(ROOT / "examples" / f"{name}.yaml")
         plan = offline_plan(spec)
         for strategy in plan.strategies:
@@ -72,13 +72,13 @@ def reference(verifier: GpuVerifier) -> list[dict]:
     return rows
 
 
-def main(out: Path, part: str) -> None:
+def main(out: Path, part: str, spec_names: list[str]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     os.environ["SPARSEDITTO_TOOL_OUTPUT_DIR"] = str(out / "tool_output")
     verifier = GpuVerifier(arch="sm_90", trials=3, timeout_s=40 if part == "adversarial" else 300, runs=20, tool_timeout_s=240)
-    rows = adversarial(verifier) if part == "adversarial" else reference(verifier)
+    rows = adversarial(verifier) if part == "adversarial" else reference(verifier, tuple(spec_names) or REFERENCE_SPECS)
     (out / f"harness_{part}.json").write_text(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), sys.argv[2])
+    main(Path(sys.argv[1]), sys.argv[2], sys.argv[3:])

@@ -14,8 +14,9 @@ def spmv(distribution, dtype="fp32"):
                        "M": 20000, "K": 20000, "dtype": dtype})
 
 
-def spmm(dtype="fp32"):
-    return parse_spec({"operation": "spmm", "pattern": {"density": 0.02}, "M": 1024, "K": 1024, "N": 64, "dtype": dtype})
+def spmm(dtype="fp32", distribution="uniform"):
+    return parse_spec({"operation": "spmm", "pattern": {"distribution": distribution, "density": 0.02},
+                       "M": 1024, "K": 1024, "N": 64, "dtype": dtype})
 
 
 @pytest.mark.parametrize("spec", [spmv("uniform"), spmv("power_law", "bf16"), spmm("fp32"), spmm("fp16")],
@@ -59,3 +60,13 @@ def test_sixteen_bit_spaces_drop_vector_widths_over_16_bytes():
     for s in offline_plan(spmm("bf16")).strategies:
         if "VW" in s.space:
             assert max(s.space["VW"]) * 2 <= 16
+
+
+def test_rows_sharing_columns_lead_with_tensor_cores_for_16_bit_values():
+    uniform, banded = offline_plan(spmm("fp16")), offline_plan(spmm("fp16", "banded"))
+    assert uniform.features["group_overlap"] < 1.5 < 2.0 <= banded.features["group_overlap"]
+    assert uniform.strategies[0].kernel == "spmm_csr_rowsplit"
+    assert "spmm_csr_tc_rowgroup" in [s.kernel for s in uniform.strategies]
+    assert banded.strategies[0].kernel == "spmm_csr_tc_rowgroup"
+    # fp32 has no tensor-core strategy whatever the pattern
+    assert "spmm_csr_tc_rowgroup" not in [s.kernel for s in offline_plan(spmm("fp32", "banded")).strategies]

@@ -1,4 +1,4 @@
-"""One-time format preparations: long-row chunks cover every long row exactly."""
+"""One-time format preparations: long-row chunks cover every long row exactly; row-group unions hold every\ncolumn of their 8 rows once, and each nonzero's slot points at its column."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from sparseditto.tools.families.base import Problem, to_storage
-from sparseditto.tools.preparations import PREPARATIONS, long_row_chunks
+from sparseditto.tools.preparations import PREPARATIONS, long_row_chunks, row_group_union
 
 
 def csr_problem(lengths, dtype="fp32", seed=0):
@@ -68,6 +68,26 @@ def test_long_row_chunk_ptr_gives_each_long_row_its_chunks():
     index = arrays["chunk_long_index"]
     for i in range(n_long):
         assert (index[ptr[i]:ptr[i + 1]] == i).all()
+
+
+@pytest.mark.parametrize("lengths", [LENGTHS, [0, 0, 0], [5] * 17, [1000, 3, 0, 2, 64, 9, 9, 9, 40]])
+def test_row_group_union_holds_each_groups_columns_once_and_slots_point_at_them(lengths):
+    problem = csr_problem(lengths)
+    rowptr, colind = problem.inputs["rowptr"], problem.inputs["colind"]
+    arrays, symbols = row_group_union(problem, {})
+    ptr, cols, slot = arrays["group_ptr"], arrays["group_cols"], arrays["nnz_slot"]
+    assert symbols["n_groups"] == -(-len(lengths) // 8) and len(ptr) == symbols["n_groups"] + 1
+    for g in range(symbols["n_groups"]):
+        lo, hi = rowptr[8 * g], rowptr[min(8 * g + 8, len(lengths))]
+        union = np.unique(colind[lo:hi])
+        segment = cols[ptr[g]:ptr[g + 1]]
+        assert len(segment) % 16 == 0 and len(segment) - len(union) < 16
+        assert (segment[: len(union)] == union).all()
+        assert (segment[len(union):] == (union[-1] if len(union) else 0)).all()  # padding repeats a real column
+        assert (segment[slot[lo:hi]] == colind[lo:hi]).all()
+    assert symbols["max_union"] == max(int(np.diff(ptr).max()), 0)
+    for arr in arrays.values():
+        assert arr.dtype == np.int32
 
 
 def test_every_preparation_named_by_a_reference_kernel_exists():
