@@ -70,7 +70,7 @@ def offline_review(plan: Plan, iterations: list[dict[str, Any]], dtype: str, bac
     untried_starts = [c for c in (Choice(kernel=s.kernel, params=s.start) for s in plan.strategies) if c.key() not in tried]
 
     if backend == "compile_only":
-        if untried_starts:
+        if untried_starts and budget_left:
             nxt = untried_starts[0]
             return Verdict(decision="revise", diagnosis=diagnosis, direction=f"compile the {nxt.kernel} strategy too", next=nxt,
                            best_iteration=best["iteration"] if best else None)

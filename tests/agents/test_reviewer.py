@@ -186,6 +186,12 @@ def test_compile_only_compiles_each_strategy_start_once(records):
     assert done.best_iteration == 1
 
 
+def test_compile_only_ends_compiled_when_the_budget_runs_out_before_every_strategy(records):
+    records.compiled(ROWSPLIT, ROW_START)
+    last = review(make_plan(), records, budget_left=False)
+    assert last.decision == "compiled_only" and last.best_iteration == 1
+
+
 def test_best_iteration_prefers_the_fastest_correct_one(records):
     records.timed(ROWSPLIT, ROW_START, 100.0, 1.0)
     records.failed(ROWSPLIT, {**ROW_START, "VW": 2})
