@@ -53,7 +53,8 @@ def long_row_chunk_ptr(problem: Problem, params: dict[str, int]) -> Prepared:
 def row_group_union(problem: Problem, params: dict[str, int]) -> Prepared:
     """For each group of 8 consecutive rows, the sorted union of their column indices, padded with the group's
     last column to a multiple of 16 (`group_cols`, group g at group_ptr[g] .. group_ptr[g+1]), and for every
-    nonzero its position in its group's union (`nnz_slot`). Depends on the pattern only; values stay in CSR."""
+    nonzero its place in its group's 8 x (max_union + 8) tile: (row % 8) * (max_union + 8) + its position in
+    the union (`nnz_tile_pos`). Depends on the pattern only; values stay in CSR."""
     rowptr = problem.inputs["rowptr"].astype(np.int64)
     colind = problem.inputs["colind"].astype(np.int64)
     M = len(rowptr) - 1
@@ -77,10 +78,12 @@ def row_group_union(problem: Problem, params: dict[str, int]) -> Prepared:
     last[counts > 0] = union[union_start[1:][counts > 0] - 1] % K
     group_cols[: int(starts[-1])] = np.repeat(last, padded)
     group_cols[place] = union % K
-    nnz_slot = (nnz_slot_global - union_start[group_of_nnz]).astype(np.int32)
+    max_union = int(padded.max()) if n_groups else 0
+    row_in_group = np.repeat(np.arange(M, dtype=np.int64) % 8, np.diff(rowptr))
+    tile_pos = (row_in_group * (max_union + 8) + nnz_slot_global - union_start[group_of_nnz]).astype(np.int32)
     arrays = {"group_cols": group_cols, "group_ptr": starts.astype(np.int32),
-              "nnz_slot": nnz_slot if len(nnz_slot) else np.zeros(1, np.int32)}
-    return arrays, {"n_groups": n_groups, "max_union": int(padded.max()) if n_groups else 0}
+              "nnz_tile_pos": tile_pos if len(tile_pos) else np.zeros(1, np.int32)}
+    return arrays, {"n_groups": n_groups, "max_union": max_union}
 
 
 PREPARATIONS: dict[str, Callable[[Problem, dict[str, int]], Prepared]] = {

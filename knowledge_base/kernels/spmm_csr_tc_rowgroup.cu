@@ -20,12 +20,13 @@ preparation: row_group_union
 parameters:
   MT: [4, 8, 16]
   WARPS: [1, 2, 4, 8]
+  KB: [1, 2, 4, 8]
 kernels:
   - entry: spmm_csr_tc_rowgroup
     grid: ["n_groups", "ceil_div(N, 16 * MT)", "1"]
     block: ["32 * WARPS", "1", "1"]
     shared_bytes: "8 * (max_union + 8) * 2 + max_union * 4 + (WARPS - 1) * 32 * MT * 16"
-    args: [rowptr, values, nnz_slot, group_cols, group_ptr, B, C, M, N, n_groups, max_union]
+    args: [rowptr, values, nnz_tile_pos, group_cols, group_ptr, B, C, M, N, n_groups, max_union]
 ---*/
 // Mapping: block (bx, by) owns row group grp = bx (rows 8*grp .. +8) and the 16*MT output columns
 // from cb = by*16*MT; warp w takes the k-steps w, w + WARPS, ... of 16 union columns each. The mma
@@ -37,9 +38,9 @@ kernels:
 // all its m-tiles, only the 2*MT consecutive columns cb + 2*MT*g .. of four B rows (union columns 2q,
 // 2q+1, 2q+8, 2q+9 of the step) and ends up owning the same 2*MT consecutive columns of C rows 2q and
 // 2q+1 of the group. Fragment pairs along k are formed from two B rows with one byte permute each.
-// The group's union columns are staged in shared memory next to its tile, and a warp loads the B
-// rows of its next step before the mma instructions of the current one (two register sets in turn),
-// so that it always has one step of gathers in flight.
+// The group's union columns are staged in shared memory next to its tile (the group's nonzeros are
+// contiguous in CSR, so all lanes scatter them at once), and a warp issues the B-row loads of KB steps
+// before their mma instructions, so KB steps of gathers are in flight together.
 #if SD_DTYPE == 2
 #define SD_MMA_TYPE "bf16"
 #else
@@ -96,7 +97,7 @@ __device__ __forceinline__ void sd_mma_step(float (&acc)[MT][4], const unsigned 
 
 extern "C" __global__ void __launch_bounds__(32 * WARPS)
 spmm_csr_tc_rowgroup(const int* __restrict__ rowptr, const value_t* __restrict__ values,
-                     const int* __restrict__ nnz_slot, const int* __restrict__ group_cols,
+                     const int* __restrict__ nnz_tile_pos, const int* __restrict__ group_cols,
                      const int* __restrict__ group_ptr, const value_t* __restrict__ B,
                      value_t* __restrict__ C, int M, int N, int n_groups, int max_union)
 {
@@ -108,21 +109,16 @@ spmm_csr_tc_rowgroup(const int* __restrict__ rowptr, const value_t* __restrict__
     int* cols = reinterpret_cast<int*>(sd_smem + 8 * stride * 2);
     float* partial = reinterpret_cast<float*>(sd_smem + 8 * stride * 2 + max_union * 4);
     const int u0 = __ldg(group_ptr + grp), width = __ldg(group_ptr + grp + 1) - u0;
+    const int nz_lo = __ldg(rowptr + 8 * grp), nz_hi = __ldg(rowptr + min(8 * grp + 8, M));
 
-    // the group's union columns, and its tile: zeros, then its nonzeros at their union positions
+    // the group's union columns, and its tile: zeros, then its nonzeros at their tile positions
     for (int e = threadIdx.x; e < width; e += 32 * WARPS) cols[e] = __ldg(group_cols + u0 + e);
     for (int e = threadIdx.x; e < 8 * (width / 8); e += 32 * WARPS) {
         const int r = e / (width / 8), c = (e % (width / 8)) * 8;
         *reinterpret_cast<uint4*>(tile + r * stride + c) = make_uint4(0u, 0u, 0u, 0u);
     }
     __syncthreads();
-    for (int r = 0; r < 8; ++r) {
-        const int row = 8 * grp + r;
-        if (row >= M) break;
-        const int end = __ldg(rowptr + row + 1);
-        for (int j = __ldg(rowptr + row) + threadIdx.x; j < end; j += 32 * WARPS)
-            tile[r * stride + __ldg(nnz_slot + j)] = __ldg(values + j);
-    }
+    for (int j = nz_lo + threadIdx.x; j < nz_hi; j += 32 * WARPS) tile[__ldg(nnz_tile_pos + j)] = __ldg(values + j);
     __syncthreads();
 
     const int g = lane / 4, q = lane % 4;
@@ -133,14 +129,14 @@ spmm_csr_tc_rowgroup(const int* __restrict__ rowptr, const value_t* __restrict__
     for (int t = 0; t < MT; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.f;
 
     constexpr int STEP = 16 * WARPS;  // union columns between a warp's consecutive steps
-    unsigned wa[4][WORDS], wb[4][WORDS];
-    if (16 * warp < width) sd_load_step(B, cols, 16 * warp, q, c0, N, wa);
-    for (int k0 = 16 * warp; k0 < width; k0 += 2 * STEP) {
-        if (k0 + STEP < width) sd_load_step(B, cols, k0 + STEP, q, c0, N, wb);
-        sd_mma_step(acc, wa, weights + k0);
-        if (k0 + STEP >= width) break;
-        if (k0 + 2 * STEP < width) sd_load_step(B, cols, k0 + 2 * STEP, q, c0, N, wa);
-        sd_mma_step(acc, wb, weights + k0 + STEP);
+    for (int k0 = 16 * warp; k0 < width; k0 += KB * STEP) {
+        unsigned w[KB][4][WORDS];
+#pragma unroll
+        for (int b = 0; b < KB; ++b)
+            if (k0 + b * STEP < width) sd_load_step(B, cols, k0 + b * STEP, q, c0, N, w[b]);
+#pragma unroll
+        for (int b = 0; b < KB; ++b)
+            if (k0 + b * STEP < width) sd_mma_step(acc, w[b], weights + k0 + b * STEP);
     }
 
     if (WARPS > 1) {  // warps 1.. hand their sums to warp 0

@@ -75,7 +75,9 @@ def test_row_group_union_holds_each_groups_columns_once_and_slots_point_at_them(
     problem = csr_problem(lengths)
     rowptr, colind = problem.inputs["rowptr"], problem.inputs["colind"]
     arrays, symbols = row_group_union(problem, {})
-    ptr, cols, slot = arrays["group_ptr"], arrays["group_cols"], arrays["nnz_slot"]
+    ptr, cols, pos = arrays["group_ptr"], arrays["group_cols"], arrays["nnz_tile_pos"]
+    stride = symbols["max_union"] + 8
+    rows = np.repeat(np.arange(len(lengths)), lengths)
     assert symbols["n_groups"] == -(-len(lengths) // 8) and len(ptr) == symbols["n_groups"] + 1
     for g in range(symbols["n_groups"]):
         lo, hi = rowptr[8 * g], rowptr[min(8 * g + 8, len(lengths))]
@@ -84,7 +86,8 @@ def test_row_group_union_holds_each_groups_columns_once_and_slots_point_at_them(
         assert len(segment) % 16 == 0 and len(segment) - len(union) < 16
         assert (segment[: len(union)] == union).all()
         assert (segment[len(union):] == (union[-1] if len(union) else 0)).all()  # padding repeats a real column
-        assert (segment[slot[lo:hi]] == colind[lo:hi]).all()
+        assert (pos[lo:hi] // stride == rows[lo:hi] % 8).all()
+        assert (segment[pos[lo:hi] % stride] == colind[lo:hi]).all()
     assert symbols["max_union"] == max(int(np.diff(ptr).max()), 0)
     for arr in arrays.values():
         assert arr.dtype == np.int32
