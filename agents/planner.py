@@ -104,7 +104,7 @@ def offline_plan(spec: Spec) -> Plan:
         overlap = feats.get("group_overlap", 1.0)
         tensor = Strategy(
             kernel="spmm_csr_tc_rowgroup",
-            start={"MT": 8, "WARPS": 1, "KB": 4},
+            start={"MT": 4, "WN": 4, "WK": 1, "KB": 2},
             space=_space("spmm_csr_tc_rowgroup", spec.dtype),
             why=f"16-bit values on tensor cores over groups of 8 rows, which share columns {overlap:.2f}x on average",
         )

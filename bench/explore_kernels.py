@@ -45,8 +45,9 @@ def variants(spec) -> list[tuple[str, dict[str, int]]]:
     for lpr, warps, rpg, kc, u in ((8, 32, 1, 512, 4),):
         out.append(("spmm_csr_smem_tile", {"LPR": lpr, "WARPS": warps, "RPG": rpg, "KC": kc, "UNROLL": u}))
     if spec.dtype != "fp32":
-        for mt, warps, kb in ((4, 1, 1), (4, 1, 4), (8, 1, 2), (8, 1, 4), (16, 1, 1), (16, 1, 2), (8, 2, 4), (16, 2, 2)):
-            out.append(("spmm_csr_tc_rowgroup", {"MT": mt, "WARPS": warps, "KB": kb}))
+        for mt, wn, wk, kb in ((8, 1, 1, 4), (4, 4, 1, 1), (4, 4, 1, 2), (4, 4, 2, 1), (4, 4, 2, 2), (8, 2, 1, 2),
+                               (8, 2, 2, 1), (8, 2, 2, 2), (4, 2, 1, 2), (16, 1, 2, 1)):
+            out.append(("spmm_csr_tc_rowgroup", {"MT": mt, "WN": wn, "WK": wk, "KB": kb}))
     return out
 
 

@@ -13,26 +13,27 @@ summary: >
   pattern only; values are read from CSR). Each warp then multiplies the gathered rows of B by that
   tile with mma.m16n8k16 (C transposed: 16 output columns x 8 rows x 16 union columns per instruction),
   loading B rows straight from global memory with 16-byte loads and pairing them into fragments with
-  byte permutes. The WARPS warps of a block share one group and split its union columns; their partial
-  sums meet in shared memory. Measured on the H200 (fp16, M=K=4096, N=256; bench/NOTES.md): banded 5%
+  byte permutes. A block takes one group: its WN x WK warps share the tile, WN column tiles side by side
+  and WK warps splitting the union columns (their partial sums meet in shared memory). Measured on the H200 (fp16, M=K=4096, N=256; bench/NOTES.md): banded 5%
   (2.8 rows per union column) 36.0 us against 61.7 for row split and 43-44 for cuSPARSE; uniform 1% / 5%
   22.0 / 68.1 us, slower than row split (18.6 / 61.2). Pays off when the 8 rows of a group share columns or when FMA and conversion work
   dominate a row-split kernel. B must be finite (a zero weight times Inf is NaN, as in dense GEMM).
 preparation: row_group_union
 parameters:
   MT: [4, 8, 16]
-  WARPS: [1, 2, 4, 8]
+  WN: [1, 2, 4, 8]
+  WK: [1, 2, 4]
   KB: [1, 2, 4, 8]
 kernels:
   - entry: spmm_csr_tc_rowgroup
-    grid: ["n_groups", "ceil_div(N, 16 * MT)", "1"]
-    block: ["32 * WARPS", "1", "1"]
-    shared_bytes: "8 * (max_union + 8) * 2 + max_union * 4 + (WARPS - 1) * 32 * MT * 16"
+    grid: ["n_groups", "ceil_div(N, 16 * MT * WN)", "1"]
+    block: ["32 * WN * WK", "1", "1"]
+    shared_bytes: "8 * (max_union + 8) * 2 + max_union * 4 + (WK - 1) * WN * 32 * MT * 16"
     args: [rowptr, values, nnz_tile_pos, group_cols, group_ptr, B, C, M, N, n_groups, max_union]
 ---*/
-// Mapping: block (bx, by) owns row group grp = bx (rows 8*grp .. +8) and the 16*MT output columns
-// from cb = by*16*MT; warp w takes the k-steps w, w + WARPS, ... of 16 union columns each. The mma
-// computes D = A_op * B_op with
+// Mapping: block (bx, by) owns row group grp = bx (rows 8*grp .. +8); warp (wn, wk) owns the 16*MT output
+// columns from cb = (by*WN + wn)*16*MT and takes the k-steps wk, wk + WK, ... of 16 union columns each.
+// The mma computes D = A_op * B_op with
 //   A_op[m][k] = B[col(k)][f(t, m)]   (16 output columns x 16 union columns, one m-tile t of MT)
 //   B_op[k][n] = A[8*grp + n][col(k)]  (the group's tile in shared memory, 0 where A has no entry)
 //   D[m][n]    = C[8*grp + n][f(t, m)]
@@ -97,6 +98,8 @@ __device__ __forceinline__ void sd_mma_step(float (&acc)[MT][4], const unsigned 
                      __byte_perm(w[2][t], w[3][t], 0x5410), __byte_perm(w[2][t], w[3][t], 0x7632), b0, b1);
 }
 
+#define WARPS (WN * WK)
+
 extern "C" __global__ void __launch_bounds__(32 * WARPS)
 spmm_csr_tc_rowgroup(const int* __restrict__ rowptr, const value_t* __restrict__ values,
                      const int* __restrict__ nnz_tile_pos, const int* __restrict__ group_cols,
@@ -105,6 +108,7 @@ spmm_csr_tc_rowgroup(const int* __restrict__ rowptr, const value_t* __restrict__
 {
     extern __shared__ __align__(16) unsigned char sd_smem[];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int wn = warp % WN, wk = warp / WN;
     const int grp = blockIdx.x;
     const int stride = max_union + 8;  // elements per tile row; +8 keeps the fragment reads conflict-free
     value_t* tile = reinterpret_cast<value_t*>(sd_smem);
@@ -124,14 +128,14 @@ spmm_csr_tc_rowgroup(const int* __restrict__ rowptr, const value_t* __restrict__
     __syncthreads();
 
     const int g = lane / 4, q = lane % 4;
-    const int c0 = blockIdx.y * 16 * MT + CPT * g;
+    const int c0 = (blockIdx.y * WN + wn) * 16 * MT + CPT * g;
     const value_t* weights = tile + g * stride + 2 * q;
     float acc[MT][4];
 #pragma unroll
     for (int t = 0; t < MT; ++t) acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.f;
 
-    constexpr int STEP = 16 * WARPS;  // union columns between a warp's consecutive steps
-    for (int k0 = 16 * warp; k0 < width; k0 += KB * STEP) {
+    constexpr int STEP = 16 * WK;  // union columns between a warp's consecutive steps
+    for (int k0 = 16 * wk; k0 < width; k0 += KB * STEP) {
         unsigned w[KB][4][WORDS];
 #pragma unroll
         for (int b = 0; b < KB; ++b)
@@ -141,24 +145,25 @@ spmm_csr_tc_rowgroup(const int* __restrict__ rowptr, const value_t* __restrict__
             if (k0 + b * STEP < width) sd_mma_step(acc, w[b], weights + k0 + b * STEP);
     }
 
-    if (WARPS > 1) {  // warps 1.. hand their sums to warp 0
-        if (warp > 0) {
-            float* mine = partial + ((warp - 1) * 32 + lane) * 4 * MT;
+    if (WK > 1) {  // the warps with wk > 0 hand their sums to the wk = 0 warp of their column tile
+        if (wk > 0) {
+            float* mine = partial + (((wk - 1) * WN + wn) * 32 + lane) * 4 * MT;
 #pragma unroll
             for (int t = 0; t < MT; ++t)
 #pragma unroll
                 for (int i = 0; i < 4; ++i) mine[4 * t + i] = acc[t][i];
         }
         __syncthreads();
-        if (warp > 0) return;
-        for (int w = 1; w < WARPS; ++w) {
-            const float* theirs = partial + ((w - 1) * 32 + lane) * 4 * MT;
+        if (wk > 0) return;
+        for (int k = 1; k < WK; ++k) {
+            const float* theirs = partial + (((k - 1) * WN + wn) * 32 + lane) * 4 * MT;
 #pragma unroll
             for (int t = 0; t < MT; ++t)
 #pragma unroll
                 for (int i = 0; i < 4; ++i) acc[t][i] += theirs[4 * t + i];
         }
     }
+    if (c0 >= N) return;
 
     // acc[t] = {C[r0][c0+2t], C[r0+1][c0+2t], C[r0][c0+2t+1], C[r0+1][c0+2t+1]} with r0 = 8*grp + 2q
 #pragma unroll
