@@ -10,14 +10,15 @@ summary: >
   Tensor-core SpMM for 16-bit values with fp32 accumulation and exact products. Rows of A are taken in
   groups of 8; a group's nonzeros are scattered into a dense 8 x U tile in shared memory, U being the
   union of the group's column indices (from the preparation `row_group_union`, which depends on the
-  pattern only; values are read from CSR). Each warp then multiplies the gathered rows of B by that
-  tile with mma.m16n8k16 (C transposed: 16 output columns x 8 rows x 16 union columns per instruction),
+  pattern only; values are read from CSR). Each warp multiplies the gathered rows of B by that tile
+  with mma.m16n8k16 (C transposed: 16 output columns x 8 rows x 16 union columns per instruction),
   loading B rows straight from global memory with 16-byte loads and pairing them into fragments with
-  byte permutes. A block takes one group: its WN x WK warps share the tile, WN column tiles side by side
-  and WK warps splitting the union columns (their partial sums meet in shared memory). Measured on the H200 (fp16, M=K=4096, N=256; bench/NOTES.md): banded 5%
-  (2.8 rows per union column) 36.0 us against 61.7 for row split and 43-44 for cuSPARSE; uniform 1% / 5%
-  22.0 / 68.1 us, slower than row split (18.6 / 61.2). Pays off when the 8 rows of a group share columns or when FMA and conversion work
-  dominate a row-split kernel. B must be finite (a zero weight times Inf is NaN, as in dense GEMM).
+  byte permutes. A block takes one group: its WN x WK warps share the tile, WN column tiles side by
+  side and WK warps splitting the union columns (their partial sums meet in shared memory). Pays off
+  when the 8 rows of a group share columns (banded, clustered or reordered matrices). Measured on the
+  H200 (fp16, M=K=4096, N=256; bench/NOTES.md): banded 5% (2.8 rows per union column) 33.4 us against
+  61.7 for row split and 43.1 for cuSPARSE; uniform 1% / 5% 21.1 / 65.4 us, slower than row split
+  (18.6 / 61.2). B must be finite (a zero weight times Inf is NaN, as in dense GEMM).
 preparation: row_group_union
 parameters:
   MT: [4, 8, 16]
