@@ -52,8 +52,9 @@ def check_choice(choice: ReferenceChoice, spec: Spec, where: str) -> ReferenceKe
     for name, value in choice.params.items():
         if value not in ref.parameters[name]:
             raise ValueError(f"{where}: {name}={value} is not one of {list(ref.parameters[name])}")
-    if not is_valid_choice(choice.kernel, choice.params, spec.dtype):
-        raise ValueError(f"{where}: {choice.params} is not valid for {spec.dtype} (vector width times value size above 16 bytes)")
+    if not is_valid_choice(choice.kernel, choice.params, spec.dtype, spec.N if spec.operation.value == "spmm" else None):
+        raise ValueError(f"{where}: {choice.params} is not valid for {spec.dtype} with N={spec.N} (vector width times value "
+                         f"size above 16 bytes, or column tiles of a block past N)")
     return ref
 
 

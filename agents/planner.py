@@ -43,7 +43,7 @@ def matrix_features(spec: Spec) -> dict[str, float]:
     else:
         lengths = row_lengths(spec.pattern, M, K, np.random.default_rng(spec.seed))
     mean = float(lengths.mean()) if len(lengths) else 0.0
-    extra = {"group_overlap": group_overlap(matrix)} if spec.family == "csr_spmm" and matrix is not None else {}
+    extra = {"N": float(spec.N), "group_overlap": group_overlap(matrix)} if spec.family == "csr_spmm" and matrix is not None else {}
     return {**extra, 
         "rows": float(M),
         "cols": float(K),
@@ -55,13 +55,16 @@ def matrix_features(spec: Spec) -> dict[str, float]:
     }
 
 
-def _valid(kernel: str, params: dict[str, int], dtype: str) -> bool:
-    """Parameter combinations the kernel supports for this dtype (16-byte vector limit and the like)."""
+def _valid(kernel: str, params: dict[str, int], dtype: str, n_cols: int | None = None) -> bool:
+    """Parameter combinations the kernel supports for this dtype (16-byte vector limit and the like); with the
+    dense operand's column count, also those that leave no warp of a block without columns."""
     vb = 4 if dtype == "fp32" else 2
     if "VW" in params and (params["VW"] * vb > 16 or (vb == 2 and params["VW"] < 2)):
         return False
     if kernel == "spmm_csr_smem_tile" and params.get("KC", 0) * params.get("LPR", 0) * 16 > SMEM_TILE_BYTES:
         return False
+    if kernel == "spmm_csr_tc_rowgroup" and n_cols and params.get("WN", 1) > 1:
+        return 16 * params.get("MT", 1) * (params["WN"] - 1) < n_cols
     return True
 
 
@@ -104,7 +107,7 @@ def offline_plan(spec: Spec) -> Plan:
         overlap = feats.get("group_overlap", 1.0)
         tensor = Strategy(
             kernel="spmm_csr_tc_rowgroup",
-            start={"MT": 4, "WN": 4, "WK": 1, "KB": 2},
+            start={"MT": 4, "WN": max(w for w in (1, 2, 4) if 64 * (w - 1) < spec.N), "WK": 1, "KB": 2},
             space=_space("spmm_csr_tc_rowgroup", spec.dtype),
             why=f"16-bit values on tensor cores over groups of 8 rows, which share columns {overlap:.2f}x on average",
         )
@@ -137,5 +140,5 @@ def offline_plan(spec: Spec) -> Plan:
     )
 
 
-def is_valid_choice(kernel: str, params: dict[str, int], dtype: str) -> bool:
-    return _valid(kernel, params, dtype)
+def is_valid_choice(kernel: str, params: dict[str, int], dtype: str, n_cols: int | None = None) -> bool:
+    return _valid(kernel, params, dtype, n_cols)

@@ -56,7 +56,7 @@ def _neighbours(plan: Plan, choice: Choice, dtype: str) -> list[Choice]:
         for j in (i + 1, i - 1):
             if 0 <= j < len(values):
                 params = {**choice.params, name: values[j]}
-                if is_valid_choice(choice.kernel, params, dtype):
+                if is_valid_choice(choice.kernel, params, dtype, int(plan.features.get("N", 0)) or None):
                     out.append(Choice(kernel=choice.kernel, params=params))
     return out
 

@@ -70,3 +70,14 @@ def test_rows_sharing_columns_lead_with_tensor_cores_for_16_bit_values():
     assert banded.strategies[0].kernel == "spmm_csr_tc_rowgroup"
     # fp32 has no tensor-core strategy whatever the pattern
     assert "spmm_csr_tc_rowgroup" not in [s.kernel for s in offline_plan(spmm("fp32", "banded")).strategies]
+
+
+def test_tensor_core_column_tiles_past_n_are_not_valid_choices():
+    assert is_valid_choice("spmm_csr_tc_rowgroup", {"MT": 4, "WN": 4, "WK": 1, "KB": 2}, "fp16", n_cols=256)
+    assert not is_valid_choice("spmm_csr_tc_rowgroup", {"MT": 8, "WN": 4, "WK": 1, "KB": 2}, "fp16", n_cols=256)
+    assert not is_valid_choice("spmm_csr_tc_rowgroup", {"MT": 4, "WN": 8, "WK": 1, "KB": 2}, "fp16", n_cols=256)
+    assert is_valid_choice("spmm_csr_tc_rowgroup", {"MT": 16, "WN": 1, "WK": 1, "KB": 2}, "fp16", n_cols=8)
+    plan = offline_plan(spmm("fp16", "banded"))
+    assert plan.features["N"] == 64
+    tc = next(s for s in plan.strategies if s.kernel == "spmm_csr_tc_rowgroup")
+    assert is_valid_choice(tc.kernel, tc.start, "fp16", n_cols=64)
