@@ -129,7 +129,7 @@ def _new_candidate(k: NewKernel, spec: Spec) -> KernelCandidate:
         kernels=tuple(KernelLaunch(entry=x.entry, grid=tuple(x.grid), block=tuple(x.block), shared_bytes=x.shared_bytes,
                                    args=tuple(x.args)) for x in k.launches),
         workspace=k.workspace, preparation=k.preparation, origin="llm")
-    bad = check_geometry(candidate, spec)
+    bad = check_geometry(candidate, spec, spec.arch or "sm_90")
     if bad:
         raise ValueError(f"new_kernel.launches: {bad.message}")
     return candidate

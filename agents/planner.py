@@ -14,37 +14,39 @@ from sparseditto.knowledge_base.library import get_kernel, kernels_for
 from sparseditto.spec import MatrixFilePattern, Spec
 from sparseditto.tools.families.csr import spec_matrix_shape
 from sparseditto.tools.matrices import generate_csr, load_matrix_file, row_lengths
+from sparseditto.tools.preparations import row_group_keys
 
 TARGET_SPEEDUP = {"csr_spmv": 1.5, "csr_spmm": 3.0}
-# banded fp16 5% (2.7 rows per column): tensor-core row groups 45.6 us vs row split 61.7; uniform (1.0-1.2): slower
+# rows sharing each column of a group of 8 from which tensor-core row groups lead: on the H200 they beat row split
+# on a banded fp16 5% matrix (2.76 rows per column: 33.4 vs 61.7 us) and lost on uniform ones (1.04-1.19)
 SHARED_COLUMNS_FOR_TENSOR_CORES = 2.0
-SMEM_TILE_BYTES = 200 * 1024  # below the 227 KiB a block may opt in to on sm_80/sm_90, leaving room for L1
+# the search space of the shared-memory SpMM stops here, leaving room for L1 (the launch check applies the
+# architecture's own limit: tools.contract.max_shared_bytes_per_block)
+SMEM_TILE_BYTES = 200 * 1024
 
 
 def group_overlap(matrix: sp.csr_matrix) -> float:
     """Nonzeros per distinct (group of 8 rows, column) pair: how many rows of a group share a column on
     average (1 for unrelated rows; up to 8). It is the reuse a tensor-core tile over 8 rows gets."""
-    rows = np.repeat(np.arange(matrix.shape[0], dtype=np.int64) // 8, np.diff(matrix.indptr))
-    pairs = np.unique(rows * matrix.shape[1] + matrix.indices)
+    _, pairs, _ = row_group_keys(matrix.indptr, matrix.indices)
     return matrix.nnz / len(pairs) if len(pairs) else 0.0
 
 
 def matrix_features(spec: Spec) -> dict[str, float]:
     """Row-length statistics that decide the strategy (skew calls for the long-row split), and for SpMM
     the column sharing among neighbouring rows (it calls for the tensor-core row groups)."""
-    M, K, nnz = spec_matrix_shape(spec)
+    rng = np.random.default_rng(spec.seed)
     matrix = None
     if isinstance(spec.pattern, MatrixFilePattern):
         matrix = load_matrix_file(spec.pattern)
-        lengths = np.diff(matrix.indptr)
-    elif spec.family == "csr_spmm":
-        matrix = generate_csr(spec.pattern, M, K, np.float32, np.random.default_rng(spec.seed))
-        lengths = np.diff(matrix.indptr)
+        (M, K), nnz = matrix.shape, matrix.nnz
     else:
-        lengths = row_lengths(spec.pattern, M, K, np.random.default_rng(spec.seed))
+        M, K, nnz = spec_matrix_shape(spec)
+        if spec.family == "csr_spmm":
+            matrix = generate_csr(spec.pattern, M, K, np.float32, rng)
+    lengths = np.diff(matrix.indptr) if matrix is not None else row_lengths(spec.pattern, M, K, rng)
     mean = float(lengths.mean()) if len(lengths) else 0.0
-    extra = {"N": float(spec.N), "group_overlap": group_overlap(matrix)} if spec.family == "csr_spmm" and matrix is not None else {}
-    return {**extra, 
+    features = {
         "rows": float(M),
         "cols": float(K),
         "nnz": float(nnz),
@@ -53,6 +55,9 @@ def matrix_features(spec: Spec) -> dict[str, float]:
         "row_cv": float(lengths.std() / mean) if mean else 0.0,
         "density": nnz / (M * K) if M and K else 0.0,
     }
+    if spec.family == "csr_spmm":
+        features |= {"N": float(spec.N), "group_overlap": group_overlap(matrix)}
+    return features
 
 
 def _valid(kernel: str, params: dict[str, int], dtype: str, n_cols: int | None = None) -> bool:
@@ -81,8 +86,9 @@ def _pow2_at_most(x: float, choices: list[int]) -> int:
     return max(fitting) if fitting else min(choices)
 
 
-def offline_plan(spec: Spec) -> Plan:
-    feats = matrix_features(spec)
+def offline_plan(spec: Spec, feats: dict[str, float] | None = None) -> Plan:
+    """Strategies from the spec and its matrix features (computed here unless the caller has them)."""
+    feats = feats if feats is not None else matrix_features(spec)
     family = spec.family
     available = {k.name for k in kernels_for(family, spec.dtype, spec.arch)}
     strategies: list[Strategy] = []
@@ -104,30 +110,30 @@ def offline_plan(spec: Spec) -> Plan:
         strategies = [split, vector] if skewed else [vector, split]
     elif family == "csr_spmm":
         wide = 4 if spec.dtype == "fp32" else 8
-        overlap = feats.get("group_overlap", 1.0)
+        overlap = feats["group_overlap"]
+        tc_start = {"MT": 4, "WN": 1, "WK": 1, "KB": 2}
+        tc_start["WN"] = max(w for w in (1, 2, 4) if _valid("spmm_csr_tc_rowgroup", {**tc_start, "WN": w}, spec.dtype, spec.N))
+        rowsplit = Strategy(
+            kernel="spmm_csr_rowsplit",
+            start={"VW": wide, "WARPS": 4, "UNROLL": 8 if spec.dtype == "fp32" else 4},
+            space=_space("spmm_csr_rowsplit", spec.dtype),
+            why="warp per row with 16-byte gathers of B rows: robust at any density",
+        )
+        smem_tile = Strategy(
+            kernel="spmm_csr_smem_tile",
+            start={"LPR": 8, "WARPS": 32, "RPG": 1, "KC": 512, "UNROLL": 4},
+            space=_space("spmm_csr_smem_tile", spec.dtype),
+            why="a column slice of B in shared memory, reused by many rows: far less L2 traffic than row split, "
+                "though latency-bound and slower on the uniform matrices measured",
+        )
         tensor = Strategy(
             kernel="spmm_csr_tc_rowgroup",
-            start={"MT": 4, "WN": max(w for w in (1, 2, 4) if 64 * (w - 1) < spec.N), "WK": 1, "KB": 2},
+            start=tc_start,
             space=_space("spmm_csr_tc_rowgroup", spec.dtype),
             why=f"16-bit values on tensor cores over groups of 8 rows, which share columns {overlap:.2f}x on average",
         )
-        strategies = [
-            Strategy(
-                kernel="spmm_csr_rowsplit",
-                start={"VW": wide, "WARPS": 4, "UNROLL": 8 if spec.dtype == "fp32" else 4},
-                space=_space("spmm_csr_rowsplit", spec.dtype),
-                why="warp per row with 16-byte gathers of B rows: robust at any density",
-            ),
-            Strategy(
-                kernel="spmm_csr_smem_tile",
-                start={"LPR": 8, "WARPS": 32, "RPG": 1, "KC": 512, "UNROLL": 4},
-                space=_space("spmm_csr_smem_tile", spec.dtype),
-                why="a column slice of B in shared memory, reused by many rows: the alternative when row-split is bound by L2 gathers",
-            ),
-            tensor,
-        ]
-        if overlap >= SHARED_COLUMNS_FOR_TENSOR_CORES:
-            strategies = [tensor] + strategies[:-1]
+        lead_with_tensor = overlap >= SHARED_COLUMNS_FOR_TENSOR_CORES
+        strategies = [tensor, rowsplit, smem_tile] if lead_with_tensor else [rowsplit, smem_tile, tensor]
     strategies = [s for s in strategies if s.kernel in available]
     return Plan(
         family=family,

@@ -78,8 +78,9 @@ def _step(role: Role, iteration: int, policy: str, llm: LLM, budget_spent: str |
 
 
 def plan_step(spec: Spec, policy: str, llm: LLM, budget_spent: str | None = None) -> tuple[Plan, Step | None]:
+    feats = matrix_features(spec)
     return _step("planner", 0, policy, llm, budget_spent,
-                 lambda m: llm_plan(m, spec, matrix_features(spec), llm.settings), lambda: offline_plan(spec),
+                 lambda m: llm_plan(m, spec, feats, llm.settings), lambda: offline_plan(spec, feats),
                  lambda p: ", ".join(s.kernel for s in p.strategies))
 
 

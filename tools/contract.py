@@ -27,6 +27,15 @@ _IDENT = r"^[A-Za-z_][A-Za-z0-9_]*$"
 MAX_THREADS_PER_BLOCK = 1024
 
 
+# the most dynamic shared memory one block may opt in to, by compute capability (CUDA programming guide)
+_MAX_SHARED_KIB = {80: 163, 86: 99, 87: 163, 89: 99, 90: 227}
+
+
+def max_shared_bytes_per_block(arch: str) -> int:
+    """The per-block shared-memory limit of an architecture (sm_90a counts as sm_90); 99 KiB when unknown."""
+    return _MAX_SHARED_KIB.get(int(re.sub(r"\D", "", arch)), 99) * 1024
+
+
 def runner_symbols(dtype: str, sms: int) -> dict[str, int]:
     """Symbols the runner adds to every family's: the value size and the device's multiprocessor count."""
     return {"value_bytes": VALUE_BYTES[dtype], "num_sms": sms}

@@ -6,6 +6,8 @@ the form the CSR families promise their kernels.
 
 from __future__ import annotations
 
+import functools
+
 from pathlib import Path
 
 import numpy as np
@@ -78,10 +80,17 @@ def generate_csr(pattern: UnstructuredPattern, M: int, K: int, dtype: np.dtype, 
 
 
 def load_matrix_file(pattern: MatrixFilePattern) -> sp.csr_matrix:
-    """Read a Matrix Market or .npz matrix; pattern-only files get values uniform in [-1, 1) later."""
+    """Read a Matrix Market or .npz matrix; pattern-only files get values uniform in [-1, 1) later. A file is
+    parsed once per process (and again when it changes); each caller gets its own copy to modify."""
     path = Path(pattern.path)
     if not path.is_file():
         raise SpecError(f"pattern.path: no such matrix file {path}")
+    return _read_matrix(str(path.resolve()), path.stat().st_mtime_ns).copy()
+
+
+@functools.lru_cache(maxsize=4)
+def _read_matrix(path_name: str, mtime_ns: int) -> sp.csr_matrix:
+    path = Path(path_name)
     try:
         if path.suffix == ".npz":
             mat = sp.load_npz(path)
@@ -98,10 +107,12 @@ def load_matrix_file(pattern: MatrixFilePattern) -> sp.csr_matrix:
 
 
 def matrix_shape(pattern: MatrixFilePattern) -> tuple[int, int, int]:
-    """(rows, cols, nonzeros) of a matrix file without building the whole matrix when possible."""
+    """(rows, cols, nonzeros) of a matrix file, from the Matrix Market header when it gives them all (a general
+    matrix; a symmetric one stores only one triangle), else from the matrix itself."""
     path = Path(pattern.path)
     if path.suffix in {".mtx", ".mm"} and path.is_file():
-        rows, cols, entries, *_ = scipy.io.mminfo(path)
-        return int(rows), int(cols), int(entries)
+        rows, cols, entries, _, _, symmetry = scipy.io.mminfo(path)
+        if symmetry == "general":
+            return int(rows), int(cols), int(entries)
     mat = load_matrix_file(pattern)
     return mat.shape[0], mat.shape[1], mat.nnz

@@ -50,19 +50,26 @@ def long_row_chunk_ptr(problem: Problem, params: dict[str, int]) -> Prepared:
     return arrays, symbols
 
 
+def row_group_keys(rowptr: np.ndarray, colind: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Each nonzero's (group of 8 rows, column) pair as the key group * K + column, the sorted distinct keys,
+    and K (any bound above the columns)."""
+    colind = np.asarray(colind, dtype=np.int64)
+    K = int(colind.max()) + 1 if len(colind) else 1
+    groups = np.repeat(np.arange(len(rowptr) - 1, dtype=np.int64) // 8, np.diff(np.asarray(rowptr, dtype=np.int64)))
+    keys = groups * K + colind
+    return keys, np.unique(keys), K
+
+
 def row_group_union(problem: Problem, params: dict[str, int]) -> Prepared:
     """For each group of 8 consecutive rows, the sorted union of their column indices, padded with the group's
     last column to a multiple of 16 (`group_cols`, group g at group_ptr[g] .. group_ptr[g+1]), and for every
     nonzero its place in its group's 8 x (max_union + 8) tile: (row % 8) * (max_union + 8) + its position in
     the union (`nnz_tile_pos`). Depends on the pattern only; values stay in CSR."""
     rowptr = problem.inputs["rowptr"].astype(np.int64)
-    colind = problem.inputs["colind"].astype(np.int64)
     M = len(rowptr) - 1
-    K = int(colind.max()) + 1 if len(colind) else 1  # any bound above the columns keys the (group, column) pairs
     n_groups = -(-M // 8)
-    group_of_nnz = np.repeat(np.arange(M, dtype=np.int64) // 8, np.diff(rowptr))
-    keys = group_of_nnz * K + colind
-    union = np.unique(keys)
+    keys, union, K = row_group_keys(rowptr, problem.inputs["colind"])
+    group_of_nnz = keys // K
     nnz_slot_global = np.searchsorted(union, keys)
     union_group = union // K
     counts = np.bincount(union_group, minlength=n_groups)

@@ -98,12 +98,11 @@ class Launcher:
                 buf.view(np.uint8).fill(0xFF)  # garbage, never zeros: reading before writing shows up
             self.arrays[name] = buf
         self.launches = []
-        for geo in candidate.geometry(self.symbols):
+        for launch, geo in zip(candidate.kernels, candidate.geometry(self.symbols), strict=True):
             fn = module.get_function(geo.entry)
             if geo.shared_bytes > 48 * 1024:
                 fn.max_dynamic_shared_size_bytes = geo.shared_bytes
-            spec_args = next(k for k in candidate.kernels if k.entry == geo.entry).args
-            args = tuple(self._arg(a) for a in spec_args)
+            args = tuple(self._arg(a) for a in launch.args)
             self.launches.append((fn, geo, args))
 
     def _arg(self, name: str) -> Any:

@@ -18,7 +18,7 @@ import structlog
 
 from sparseditto.spec import Spec
 from sparseditto.tools.compiler import DTYPE_CODES, CompileResult, compile_source
-from sparseditto.tools.contract import KernelCandidate, runner_symbols
+from sparseditto.tools.contract import KernelCandidate, max_shared_bytes_per_block, runner_symbols
 from sparseditto.tools.expr import ExpressionError
 from sparseditto.tools.families import FAMILIES
 from sparseditto.tools.families.base import Problem
@@ -71,9 +71,10 @@ def _invalid(message: str) -> Feedback:
     return Feedback(stage="launch", status="failed", error_type="invalid_launch", message=message)
 
 
-def check_geometry(candidate: KernelCandidate, spec: Spec) -> Feedback | None:
-    """The launch sequence must evaluate and name only what the runner provides (arrays, symbols, workspaces):
-    checked on a tiny instance, its preparation included, before anything runs."""
+def check_geometry(candidate: KernelCandidate, spec: Spec, arch: str) -> Feedback | None:
+    """The launch sequence must evaluate and name only what the runner provides (arrays, symbols, workspaces),
+    and fit the architecture's per-block limits: checked on a tiny instance, its preparation included, before
+    anything runs."""
     family = FAMILIES[spec.family]
     tiny = tiny_problem(spec)
     prepared: dict[str, Any] = {}
@@ -95,9 +96,9 @@ def check_geometry(candidate: KernelCandidate, spec: Spec) -> Feedback | None:
         geos = candidate.geometry(symbols)
     except (ExpressionError, ValueError) as exc:
         return _invalid(str(exc))
-    too_big = [g.entry for g in geos if g.shared_bytes > 227 * 1024]
-    if too_big:
-        return _invalid(f"{too_big}: dynamic shared memory above the 227 KiB per-block limit")
+    limit = max_shared_bytes_per_block(arch)
+    if too_big := [g.entry for g in geos if g.shared_bytes > limit]:
+        return _invalid(f"{too_big}: dynamic shared memory above the {limit // 1024} KiB per-block limit of {arch}")
     return None
 
 
@@ -129,7 +130,7 @@ def check_and_compile(candidate: KernelCandidate, spec: Spec, arch: str) -> tupl
         return result, [fb], {}
     static, sass = static_analysis(candidate, result)
     feedback = [fb, static]
-    if bad := check_geometry(candidate, spec):
+    if bad := check_geometry(candidate, spec, arch):
         feedback.append(bad)
     return result, feedback, sass
 

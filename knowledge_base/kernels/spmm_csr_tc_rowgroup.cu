@@ -30,7 +30,7 @@ kernels:
     grid: ["n_groups", "ceil_div(N, 16 * MT * WN)", "1"]
     block: ["32 * WN * WK", "1", "1"]
     shared_bytes: "8 * (max_union + 8) * 2 + max_union * 4 + (WK - 1) * WN * 32 * MT * 16"
-    args: [rowptr, values, nnz_tile_pos, group_cols, group_ptr, B, C, M, N, n_groups, max_union]
+    args: [rowptr, values, nnz_tile_pos, group_cols, group_ptr, B, C, M, N, max_union]
 ---*/
 // Mapping: block (bx, by) owns row group grp = bx (rows 8*grp .. +8); warp (wn, wk) owns the 16*MT output
 // columns from cb = (by*WN + wn)*16*MT and takes the k-steps wk, wk + WK, ... of 16 union columns each.
@@ -105,7 +105,7 @@ extern "C" __global__ void __launch_bounds__(32 * WARPS)
 spmm_csr_tc_rowgroup(const int* __restrict__ rowptr, const value_t* __restrict__ values,
                      const int* __restrict__ nnz_tile_pos, const int* __restrict__ group_cols,
                      const int* __restrict__ group_ptr, const value_t* __restrict__ B,
-                     value_t* __restrict__ C, int M, int N, int n_groups, int max_union)
+                     value_t* __restrict__ C, int M, int N, int max_union)
 {
     extern __shared__ __align__(16) unsigned char sd_smem[];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;

@@ -3,6 +3,8 @@ at its planner starting point (or the middle of its parameter ranges), without m
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from sparseditto.knowledge_base.library import reference_kernels
@@ -41,11 +43,22 @@ def test_reference_kernel_compiles_without_spills(kernel, dtype, arch):
     assert not spilling, f"{candidate.label()} spills registers on {arch}: {spilling}"
 
 
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("kernel", reference_kernels(), ids=lambda k: k.name)
-def test_reference_kernel_launch_geometry_is_valid_for_its_family(kernel):
+def test_reference_kernel_launch_geometry_is_valid_for_its_family(kernel, arch):
     dtype = kernel.dtypes[0]
     candidate = kernel.instantiate(starting_params(kernel, dtype))
-    assert check_geometry(candidate, family_spec(kernel.family, dtype)) is None
+    assert check_geometry(candidate, family_spec(kernel.family, dtype), arch) is None
+
+
+@pytest.mark.parametrize("kernel", reference_kernels(), ids=lambda k: k.name)
+def test_each_launch_passes_the_arguments_its_entry_point_declares_in_order(kernel):
+    """The runner binds arguments by position: a list that differs from the signature binds the wrong buffers."""
+    for launch in kernel.kernels:
+        signature = re.search(r"__global__.*?\b" + launch.entry + r"\s*\(([^)]*)\)", kernel.body, re.S)
+        assert signature, launch.entry
+        names = [re.findall(r"\w+", param)[-1] for param in signature.group(1).split(",")]
+        assert names == list(launch.args), launch.entry
 
 
 @pytest.mark.parametrize("kernel", reference_kernels(), ids=lambda k: k.name)

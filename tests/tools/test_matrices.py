@@ -93,3 +93,20 @@ def test_same_seed_same_matrix():
     a = generate_csr(pattern, 500, 500, np.float32, np.random.default_rng(9))
     b = generate_csr(pattern, 500, 500, np.float32, np.random.default_rng(9))
     assert np.array_equal(a.indptr, b.indptr) and np.array_equal(a.indices, b.indices) and np.array_equal(a.data, b.data)
+
+
+def test_a_symmetric_matrix_file_counts_both_triangles_and_each_caller_gets_its_own_copy(tmp_path):
+    import scipy.io
+
+    from sparseditto.spec import MatrixFilePattern
+    from sparseditto.tools.matrices import load_matrix_file, matrix_shape
+
+    lower = sp.coo_matrix(([1.0, 2.0, 3.0, 4.0], ([0, 1, 2, 3], [0, 0, 1, 2])), shape=(4, 4))
+    path = tmp_path / "sym.mtx"
+    scipy.io.mmwrite(path, lower + sp.triu(lower.T, k=1), symmetry="symmetric")
+    pattern = MatrixFilePattern(kind="matrix_file", path=path)
+    assert matrix_shape(pattern) == (4, 4, 7)  # the header holds 4 entries; the matrix has 7
+    first = load_matrix_file(pattern)
+    assert first.nnz == 7
+    first.data[:] = 0.0  # a caller's changes stay with its copy
+    assert load_matrix_file(pattern).data.any()

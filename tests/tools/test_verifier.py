@@ -82,6 +82,15 @@ def test_too_much_shared_memory_is_an_invalid_launch(tiny_spmm_dict):
     assert "shared memory" in fb.message
 
 
+def test_the_shared_memory_limit_is_the_architectures(tiny_spmm_dict):
+    """192 KiB fits a block on sm_90 (227 KiB) but not on sm_80 (163 KiB)."""
+    kernel = get_kernel("spmm_csr_smem_tile").instantiate({"LPR": 8, "WARPS": 4, "RPG": 1, "KC": 1536, "UNROLL": 2})
+    spec = parse_spec({**tiny_spmm_dict, "K": 4096, "N": 64})
+    assert CompileOnlyVerifier().verify(kernel, spec.model_copy(update={"arch": "sm_90"})).stage("launch") is None
+    fb = CompileOnlyVerifier().verify(kernel, spec.model_copy(update={"arch": "sm_80"})).stage("launch")
+    assert fb is not None and fb.error_type == "invalid_launch" and "163 KiB" in fb.message
+
+
 def test_forced_compile_only_verifier():
     verifier = make_verifier("sm_80", force_compile_only=True)
     assert isinstance(verifier, CompileOnlyVerifier)

@@ -21,8 +21,8 @@ class CsrSpmv:
 
     def make_problem(self, spec: Spec, seed: int, shape: dict[str, int] | None = None) -> Problem:
         rng = np.random.default_rng(seed)
-        base = self.symbols(spec)
-        M, K = (shape or base)["M"], (shape or base)["K"]
+        s = shape or self.symbols(spec)
+        M, K = s["M"], s["K"]
         mat = make_matrix(spec, rng, M, K)
         inputs = csr_inputs(mat, spec.dtype)
         inputs["x"] = to_storage(rng.uniform(-1.0, 1.0, size=K).astype(np.float32), spec.dtype)
