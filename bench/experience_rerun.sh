@@ -15,7 +15,7 @@ for n in 1 2; do
   timeout 580 sparseditto run "$spec" --budget "$budget" --on-budget approve --runs-dir "$runs" 2>&1 | tail -n 14 | tee "$out/run$n.log"
   echo "$start $(date +%s.%N)" > "$out/run$n.wall"
 done
-python3 - "$runs" "$out" <<'PY'
+python3 - "$runs" "$out" "$spec" "$budget" <<'PY'
 import json, shutil, sys
 from pathlib import Path
 
@@ -39,6 +39,7 @@ if len(rows) == 2:
     summary["target_5x_met"] = summary["pipeline_ratio"] >= 5
 (out / "experience_rerun.json").write_text(json.dumps(summary, indent=1))
 lines = [f"# Experience reuse: {summary['spec']} run twice on one experience store", "",
+         f"Command: `bash bench/experience_rerun.sh OUT {sys.argv[3]} {sys.argv[4]}` (on the GPU machine).", "",
          "wall_s: the `sparseditto run` process; pipeline_s: from the run's start to its result.json.", "",
          "| run | status | iterations | wall s | pipeline s | best kernel | us | reused |", "|---|---|---|---|---|---|---|---|"]
 for r in rows:

@@ -38,7 +38,8 @@ def main(runs_dir: str, out_dir: str) -> None:
     (out / "core_pipeline.json").write_text(json.dumps(results, indent=1))
     device = next((it["report"].get("device") for r in results for it in r["iterations"] if it["report"].get("device")), {})
     lines = [f"# Core pipeline on {device.get('name', '?')} ({device.get('arch', '?')})", "",
-             "Offline policy, `sparseditto run SPEC --on-budget approve`; every time is the median of 30 runs with",
+             "Offline policy, `sparseditto run SPEC --on-budget approve` for each spec (`bash bench/run_issue_specs.sh OUT`,",
+             "budget 6 for SpMM and 3 for SpMV unless given); every time is the median of 30 runs with",
              "L2 flushed, candidate and baselines timed in the same process on the same fresh inputs.", "",
              "| spec | status | best kernel | us | best cuSPARSE us (config), speedup | dense cuBLAS us, speedup | of bandwidth floor | iterations |",
              "|---|---|---|---|---|---|---|---|"]

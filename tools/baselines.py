@@ -3,8 +3,8 @@
 A speedup is only honest against the vendor library at its best, so instead of one default call
 this module prepares every sensible (algorithm, layout, preprocessing, front end) combination and
 lets the harness time them all and keep the fastest per library. Library defaults are known to be
-weak: CuPy's ``csr_matrix @ dense`` was measured 3-12x slower than PyTorch's CSR matmul, and cupyx
-refuses fp16 SpMM, so the cuSPARSE generic API is driven directly.
+weak: CuPy's ``csr_matrix @ dense`` is 3-12x slower than PyTorch's CSR matmul (an H200 figure given in
+issue 2, not re-measured here), and cupyx refuses fp16 SpMM, so the cuSPARSE generic API is driven directly.
 
 Candidates that a library rejects (unsupported dtype/algorithm/layout) are skipped with a debug
 log. Every GPU library is imported inside functions so the module imports on a CPU-only machine.
@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-# CuPy arrays in annotations. At run time this is Any, so annotations never import CuPy and the
-# dataclass works even when the module is loaded from a file path outside sys.modules.
+# CuPy arrays in annotations. At run time this is Any, so annotations never import CuPy.
 if TYPE_CHECKING:
     from cupy import ndarray as _Array
 else:

@@ -35,7 +35,7 @@ def keep_tool_output(name: str, text: str) -> None:
 
 
 def small_shape(spec: Spec) -> dict[str, int]:
-    """The sanitizer's instance: small (the tools slow kernels down 10-100x) and not a multiple of any tile."""
+    """The sanitizer's instance: small (the tools slow kernels down by large factors) and not a multiple of any tile."""
     symbols = FAMILIES[spec.family].symbols(spec)
     caps = {"M": 301, "K": 263, "N": 61}
     return {k: min(symbols[k], cap) for k, cap in caps.items() if k in symbols}

@@ -13,9 +13,10 @@ summary: >
   instead of L2, and B crosses L2 once per block instead of once per nonzero. A group of LPR lanes
   owns one row at a time; each of its lanes reads one 16-byte piece of the gathered B row, so the
   group reads a whole contiguous row slice (conflict-free). Needs column indices sorted within each
-  row (canonical CSR). Measured on the H200 (M=K=4096, N=256, 1-5% density; bench/NOTES.md): 1.2-2.1x
-  slower than spmm_csr_rowsplit (best LPR=8 WARPS=32 RPG=1 KC=512: 44.1 / 92.2 us fp32 1% / 5%,
-  37.9 / 72.0 us fp16), bound by the latency of the per-row peeks and the synchronous chunk copies.
+  row (canonical CSR). Measured on the H200 (M=K=4096, N=256, 1-5% density;
+  evals/results/explore_session3_h200.json, call 3): 1.2-2.1x slower than spmm_csr_rowsplit (best LPR=8
+  WARPS=32 RPG=1 KC=512 UNROLL=4: 44.1 / 92.2 us fp32 1% / 5%, 37.9 / 72.0 us fp16), bound by the latency
+  of the per-row peeks and the synchronous chunk copies.
 parameters:
   LPR: [4, 8, 16, 32]
   WARPS: [4, 8, 16, 32]

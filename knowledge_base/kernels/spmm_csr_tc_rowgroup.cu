@@ -16,9 +16,10 @@ summary: >
   byte permutes. A block takes one group: its WN x WK warps share the tile, WN column tiles side by
   side and WK warps splitting the union columns (their partial sums meet in shared memory). Pays off
   when the 8 rows of a group share columns (banded, clustered or reordered matrices). Measured on the
-  H200 (fp16, M=K=4096, N=256; bench/NOTES.md): banded 5% (2.8 rows per union column) 33.4 us against
-  61.7 for row split and 43.1 for cuSPARSE; uniform 1% / 5% 21.1 / 65.4 us, slower than row split
-  (18.6 / 61.2). B must be finite (a zero weight times Inf is NaN, as in dense GEMM).
+  H200 in one run (fp16, M=K=4096, N=256; evals/results/explore_session3_h200.json, call 11): banded 5%
+  (2.8 rows per union column) 33.4 us against 61.7 for row split, 43.5 for cuSPARSE and 22.3 for dense
+  cuBLAS; uniform 1% / 5% 21.1 / 65.4 us, slower than row split (18.7 / 61.3). Held-out shapes and the
+  sanitizer were run at WK=1 only. B must be finite (a zero weight times Inf is NaN, as in dense GEMM).
 preparation: row_group_union
 parameters:
   MT: [4, 8, 16]
