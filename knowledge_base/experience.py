@@ -25,7 +25,7 @@ from pydantic import BaseModel
 from sparseditto.agents.schemas import Choice
 from sparseditto.knowledge_base.library import get_kernel
 from sparseditto.settings import Settings
-from sparseditto.spec import MatrixFilePattern, Spec
+from sparseditto.spec import MatrixFilePattern, Spec, UnstructuredPattern
 
 log = structlog.get_logger(__name__)
 
@@ -66,10 +66,6 @@ class Experience(BaseModel):
     checks: dict[str, str] = {}
     run_id: str
     created_at: float
-
-    def label(self) -> str:
-        params = ", ".join(f"{k}={v}" for k, v in sorted(self.choice.params.items()))
-        return f"{self.choice.kernel}({params})"
 
 
 def experience_path(runs_dir: str) -> Path:
@@ -158,12 +154,11 @@ class ExperienceStore:
 
 
 def _density(spec: Spec) -> float:
+    """The pattern's density where it has one (unstructured or block-sparse), else 1."""
     pattern = spec.pattern
-    density = getattr(pattern, "density", None)
-    if density:
-        return float(density)
-    per_row = getattr(pattern, "nnz_per_row", None)
-    return float(per_row) / spec.K if per_row and spec.K else 1.0
+    if isinstance(pattern, UnstructuredPattern) and spec.K:
+        return pattern.mean_row_length(spec.K) / spec.K
+    return float(getattr(pattern, "density", None) or 1.0)
 
 
 def record_accepted(store: ExperienceStore, spec: Spec, iteration: dict[str, Any], run_id: str) -> int | None:

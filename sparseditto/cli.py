@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import structlog
 import typer

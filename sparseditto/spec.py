@@ -52,6 +52,10 @@ class UnstructuredPattern(_Strict):
             raise ValueError("give exactly one of 'density' (0 < d <= 1) or 'nnz_per_row' (> 0)")
         return self
 
+    def mean_row_length(self, K: int) -> float:
+        """Nonzeros per row on average, whichever of density and nnz_per_row was given."""
+        return self.nnz_per_row if self.nnz_per_row is not None else self.density * K
+
 
 class MatrixFilePattern(_Strict):
     """A real matrix: Matrix Market (.mtx) or SciPy sparse (.npz). Its shape sets M and K."""
@@ -115,7 +119,7 @@ class Spec(_Strict):
         if self.operation == Operation.spmv and self.N != 1:
             raise ValueError("spmv has N = 1; leave N out or use operation 'spmm'")
         if isinstance(self.pattern, UnstructuredPattern):
-            per_row = self.pattern.nnz_per_row if self.pattern.nnz_per_row is not None else self.pattern.density * self.K
+            per_row = self.pattern.mean_row_length(self.K)
             if per_row > self.K:
                 raise ValueError(f"nnz_per_row {per_row:g} exceeds K = {self.K}")
             if per_row * self.M > 2**31 - 1:

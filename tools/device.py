@@ -10,6 +10,9 @@ from functools import cache
 
 from pydantic import BaseModel
 
+from sparseditto.tools.profiler import find_ncu
+from sparseditto.tools.sanitizer import find_sanitizer
+
 _PROBE = (
     "import json, cupy as cp\n"
     "n = cp.cuda.runtime.getDeviceCount()\n"
@@ -43,6 +46,6 @@ def detect() -> DeviceFacts:
         gpu=gpu,
         gpu_error=error,
         nvcc=shutil.which("nvcc"),
-        ncu=shutil.which("ncu"),
-        compute_sanitizer=shutil.which("compute-sanitizer"),
+        ncu=find_ncu(),
+        compute_sanitizer=find_sanitizer(),
     )

@@ -20,7 +20,7 @@ from sparseditto.spec import MatrixFilePattern, UnstructuredPattern
 
 def row_lengths(pattern: UnstructuredPattern, M: int, K: int, rng: np.random.Generator) -> np.ndarray:
     """Nonzeros per row. power_law keeps the mean of the other distributions with a heavy tail."""
-    mean = pattern.nnz_per_row if pattern.nnz_per_row is not None else pattern.density * K
+    mean = pattern.mean_row_length(K)
     if pattern.distribution in {"uniform", "banded"}:
         base = int(np.floor(mean))
         lengths = np.full(M, base, dtype=np.int64)

@@ -102,7 +102,7 @@ def check_geometry(candidate: KernelCandidate, spec: Spec, arch: str) -> Feedbac
     return None
 
 
-def static_analysis(candidate: KernelCandidate, result: CompileResult) -> tuple[Feedback, dict[str, SassCounts]]:
+def static_analysis(result: CompileResult) -> tuple[Feedback, dict[str, SassCounts]]:
     """What the machine code says without running it: tensor cores, load widths, local memory."""
     sass = analyse_cubin(result.cubin or b"")
     if isinstance(sass, str):
@@ -128,7 +128,7 @@ def check_and_compile(candidate: KernelCandidate, spec: Spec, arch: str) -> tupl
     result, fb = compile_candidate(candidate, spec, arch)
     if not result.ok:
         return result, [fb], {}
-    static, sass = static_analysis(candidate, result)
+    static, sass = static_analysis(result)
     feedback = [fb, static]
     if bad := check_geometry(candidate, spec, arch):
         feedback.append(bad)

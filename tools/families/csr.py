@@ -17,7 +17,7 @@ def spec_matrix_shape(spec: Spec) -> tuple[int, int, int]:
     if isinstance(spec.pattern, MatrixFilePattern):
         return matrix_shape(spec.pattern)
     pat: UnstructuredPattern = spec.pattern  # type: ignore[assignment]
-    per_row = pat.nnz_per_row if pat.nnz_per_row is not None else pat.density * spec.K
+    per_row = pat.mean_row_length(spec.K)
     return spec.M, spec.K, int(round(per_row * spec.M))
 
 
