@@ -10,6 +10,8 @@ concurrent runs never read a half-written index.
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import os
 import shutil
@@ -35,7 +37,7 @@ KEEP = 4
 # per process: where the index went when the cache folder could not be written
 _FALLBACK: dict[Path, Path] = {}
 # a change to the tokenizer or the chunking changes the index too: their source is part of the key
-_INDEX_CODE = [Path(__file__).parent / name for name in ("tokenizer.py", "chunks.py", "index.py")]
+_INDEX_CODE = [Path(__file__).parent / name for name in ("tokenizer.py", "chunks.py", "index.py", "library.py")]
 
 
 def cache_root() -> Path:
@@ -85,23 +87,23 @@ def _prune(root: Path) -> None:
 
 
 @cache
-def _load(folder: Path, built: bool) -> KnowledgeIndex:
+def _load(folder: Path) -> KnowledgeIndex:
     import bm25s
 
     chunks = tuple(Chunk.model_validate(c) for c in json.loads((folder / _CHUNKS_FILE).read_text()))
-    return KnowledgeIndex(chunks=chunks, bm25=bm25s.BM25.load(str(folder), show_progress=False), folder=folder, built=built)
+    return KnowledgeIndex(chunks=chunks, bm25=bm25s.BM25.load(str(folder), show_progress=False), folder=folder, built=False)
 
 
 def load_index() -> KnowledgeIndex:
     """The index of the knowledge base as it is now: from the cache, or built and cached."""
-    folder = _FALLBACK.get(current_folder(), current_folder())
-    built = not (folder / _CHUNKS_FILE).is_file()
-    if built:
-        try:
-            _build(folder)
-        except OSError as exc:  # an unwritable cache must not stop a run: index into a private temp folder
-            log.warning("kb_cache_unwritable", folder=str(folder), error=str(exc))
-            _FALLBACK[folder] = Path(tempfile.mkdtemp(prefix="sparseditto-kb-")) / folder.name
-            folder = _FALLBACK[folder]
-            _build(folder)
-    return _load(folder, built)
+    current = current_folder()
+    folder = _FALLBACK.get(current, current)
+    if (folder / _CHUNKS_FILE).is_file():
+        return _load(folder)
+    try:
+        _build(folder)
+    except OSError as exc:  # an unwritable cache must not stop a run: index into a private temp folder
+        log.warning("kb_cache_unwritable", folder=str(folder), error=str(exc))
+        folder = _FALLBACK[current] = Path(tempfile.mkdtemp(prefix="sparseditto-kb-")) / current.name
+        _build(folder)
+    return dataclasses.replace(_load(folder), built=True)

@@ -23,7 +23,6 @@ class Settings(BaseSettings):
     runs_dir: str = "runs"
     on_budget: OnBudget = "ask"
     compile_only: bool = False
-    arch: str | None = None
     policy: Policy = "offline"
     # GPU verification stages after correctness and timing (each needs its tool on PATH)
     sanitize: bool = True
@@ -54,11 +53,12 @@ class Settings(BaseSettings):
     llm_prompt_usd_per_1k: float = Field(0.0, ge=0)
     llm_completion_usd_per_1k: float = Field(0.0, ge=0)
 
-    def model_for(self, role: Role) -> str | None:
-        """The model a role uses: its own setting, else llm_model."""
-        return getattr(self, f"llm_{role}_model") or self.llm_model
     # knowledge base: BM25 index cache (default ~/.cache/sparseditto/kb), experience store
     # (default <runs_dir>/experience.sqlite), and how many characters of passages the agents get
     kb_cache_dir: str | None = None
     experience_db: str | None = None
     context_chars: int = 6000
+
+    def model_for(self, role: Role) -> str | None:
+        """The model a role uses: its own setting, else llm_model."""
+        return getattr(self, f"llm_{role}_model") or self.llm_model

@@ -15,8 +15,7 @@ from sparseditto.tools.families.base import Problem
 Prepared = tuple[dict[str, np.ndarray], dict[str, int]]
 
 
-def long_row_chunks(problem: Problem, params: dict[str, int]) -> Prepared:
-    """Rows longer than LONG_ROW, cut into chunks of CHUNK nonzeros (row index and start per chunk)."""
+def _long_row_chunks(problem: Problem, params: dict[str, int]) -> tuple[dict[str, np.ndarray], dict[str, int], np.ndarray]:
     rowptr = problem.inputs["rowptr"].astype(np.int64)
     lengths = np.diff(rowptr)
     long_rows = np.flatnonzero(lengths > params["LONG_ROW"]).astype(np.int32)
@@ -30,18 +29,20 @@ def long_row_chunks(problem: Problem, params: dict[str, int]) -> Prepared:
         "chunk_long_index": chunk_long_index if len(chunk_long_index) else np.zeros(1, np.int32),
         "chunk_start": chunk_start if len(chunk_start) else np.zeros(1, np.int32),
     }
-    return arrays, {"n_long_rows": len(long_rows), "n_long_chunks": len(chunk_start)}
+    return arrays, {"n_long_rows": len(long_rows), "n_long_chunks": len(chunk_start)}, per_row
+
+
+def long_row_chunks(problem: Problem, params: dict[str, int]) -> Prepared:
+    """Rows longer than LONG_ROW, cut into chunks of CHUNK nonzeros (row index and start per chunk)."""
+    arrays, symbols, _ = _long_row_chunks(problem, params)
+    return arrays, symbols
 
 
 def long_row_chunk_ptr(problem: Problem, params: dict[str, int]) -> Prepared:
     """long_row_chunks plus long_chunk_ptr (long row i owns chunks long_chunk_ptr[i] .. long_chunk_ptr[i+1])
     and multi_rows, the indices i of the long rows with more than one chunk (n_multi_rows of them)."""
-    arrays, symbols = long_row_chunks(problem, params)
-    rowptr = problem.inputs["rowptr"].astype(np.int64)
-    lengths = np.diff(rowptr)
-    n_long = symbols["n_long_rows"]
-    per_row = -(-lengths[arrays["long_rows"][:n_long]] // params["CHUNK"])
-    ptr = np.zeros(n_long + 1, dtype=np.int64)
+    arrays, symbols, per_row = _long_row_chunks(problem, params)
+    ptr = np.zeros(len(per_row) + 1, dtype=np.int64)
     np.cumsum(per_row, out=ptr[1:])
     arrays["long_chunk_ptr"] = ptr.astype(np.int32)
     multi = np.flatnonzero(per_row > 1).astype(np.int32)
