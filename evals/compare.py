@@ -14,7 +14,7 @@ from pydantic import BaseModel
 
 from sparseditto.evals.metrics import FASTEST, fast_p, geomean_speedup
 from sparseditto.evals.records import SpecRecord
-from sparseditto.evals.tables import Table, markdown_table
+from sparseditto.evals.tables import Table, markdown_table, percent, times
 
 Verdict = Literal["better", "worse", "same", "only in A", "only in B"]
 
@@ -79,15 +79,11 @@ def totals_table(a: list[SpecRecord], b: list[SpecRecord]) -> Table:
     def row(name: str, fn: Callable[[list[SpecRecord]], str]) -> list[str]:
         return [name, fn(a), fn(b)]
 
-    def share(value: float | None) -> str:
-        return "-" if value is None else f"{value:.0%}"
-
     return Table(headers=["measure", "A", "B"], rows=[
         row("specs", lambda rs: str(len(rs))),
         row("correct", lambda rs: str(sum(r.correct for r in rs))),
-        row("fast_1 vs the fastest baseline", lambda rs: share(fast_p(rs, FASTEST, 1.0))),
-        row("geomean speedup vs the fastest baseline",
-            lambda rs: "-" if (g := geomean_speedup(rs, FASTEST)) is None else f"{g:.2f}x"),
+        row("fast_1 vs the fastest baseline", lambda rs: percent(fast_p(rs, FASTEST, 1.0))),
+        row("geomean speedup vs the fastest baseline", lambda rs: times(geomean_speedup(rs, FASTEST))),
     ])
 
 

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, ValidationError
 
 from sparseditto.errors import EvalError
-from sparseditto.tools.results import VerificationReport
+from sparseditto.tools.results import VerificationReport, fastest_per_library
 
 Correctness = Literal["correct", "incorrect", "not_executed", "no_kernel"]
 
@@ -70,11 +70,8 @@ def _correctness(report: VerificationReport) -> Correctness:
 
 
 def _library_baselines(report: VerificationReport) -> dict[str, LibraryBaseline]:
-    best: dict[str, LibraryBaseline] = {}
-    for b in report.baselines:
-        if b.correct and (b.library not in best or b.median_us < best[b.library].median_us):
-            best[b.library] = LibraryBaseline(name=b.name, config=b.config, median_us=b.median_us)
-    return best
+    return {lib: LibraryBaseline(name=b.name, config=b.config, median_us=b.median_us)
+            for lib, b in fastest_per_library(report.baselines).items()}
 
 
 def measured_fields(result: dict[str, Any]) -> dict[str, Any]:

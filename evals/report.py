@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from sparseditto.evals.metrics import P_VALUES, SuiteSummary, libraries, speedup, summarize
 from sparseditto.evals.plots import fast_p_chart, speedup_chart, time_chart
 from sparseditto.evals.records import SpecRecord
-from sparseditto.evals.tables import Table, markdown_table
+from sparseditto.evals.tables import Table, markdown_table, num, percent, times
 
 FAST_P_NOTE = (
     "fast_p against a library: the share of specs whose kernel is correct and more than p times faster than the "
@@ -34,32 +34,20 @@ class Report(BaseModel):
     errors: list[str]
 
 
-def _num(value: float | None, fmt: str) -> str:
-    return "-" if value is None else fmt.format(value)
-
-
-def _x(value: float | None) -> str:
-    return _num(value, "{:.2f}x")
-
-
-def _pct(value: float | None) -> str:
-    return _num(value, "{:.0%}")
-
-
 def summary_table(s: SuiteSummary) -> Table:
     tokens = ", ".join(f"{k} {v}" for k, v in sorted(s.tokens.items())) or "none"
-    rows = [["specs", str(s.specs)], ["correct", f"{s.correct} ({_pct(s.correctness_rate)})"],
+    rows = [["specs", str(s.specs)], ["correct", f"{s.correct} ({percent(s.correctness_rate)})"],
             ["incorrect or no kernel", str(s.incorrect)], ["not executed (compile-only)", str(s.not_executed)],
-            ["errors", str(s.errors)], ["mean fraction of the bandwidth floor (correct specs)", _pct(s.mean_bandwidth_fraction)],
-            ["median iterations to the best kernel", _num(s.median_iterations_to_best, "{:g}")],
-            ["median seconds to the best kernel", _num(s.median_seconds_to_best, "{:.1f}")],
+            ["errors", str(s.errors)], ["mean fraction of the bandwidth floor (correct specs)", percent(s.mean_bandwidth_fraction)],
+            ["median iterations to the best kernel", num(s.median_iterations_to_best, "{:g}")],
+            ["median seconds to the best kernel", num(s.median_seconds_to_best, "{:.1f}")],
             ["seconds in all", f"{s.total_seconds:.1f}"], ["LLM tokens", tokens]]
     return Table(headers=["measure", "value"], rows=rows)
 
 
 def fast_p_table(s: SuiteSummary) -> Table:
     headers = ["against", *[f"fast_{p:g}" for p in P_VALUES], "geomean speedup", "specs counted"]
-    rows = [[lib, *[_pct(s.fast_p[lib][p]) for p in P_VALUES], _x(s.geomean_speedup[lib]), str(s.counted[lib])]
+    rows = [[lib, *[percent(s.fast_p[lib][p]) for p in P_VALUES], times(s.geomean_speedup[lib]), str(s.counted[lib])]
             for lib in s.fast_p]
     return Table(headers=headers, rows=rows)
 
@@ -70,9 +58,9 @@ def spec_table(records: list[SpecRecord], libs: list[str]) -> Table:
     rows = []
     for r in records:
         rows.append([r.spec_id, " ".join(r.tags), r.status, r.correctness.replace("_", " "), r.candidate or "-",
-                     _num(r.median_us, "{:.1f}"), *[_x(speedup(r, lib)) for lib in libs], _pct(r.bandwidth_fraction),
+                     num(r.median_us, "{:.1f}"), *[times(speedup(r, lib)) for lib in libs], percent(r.bandwidth_fraction),
                      f"{r.best_iteration or '-'} / {r.iterations}",
-                     f"{_num(r.seconds_to_best, '{:.1f}')} / {r.seconds:.1f}", str(r.tokens.get("total", 0) or "-")])
+                     f"{num(r.seconds_to_best, '{:.1f}')} / {r.seconds:.1f}", str(r.tokens.get("total", 0) or "-")])
     return Table(headers=headers, rows=rows)
 
 

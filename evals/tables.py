@@ -10,6 +10,19 @@ class Table(BaseModel):
     rows: list[list[str]]
 
 
+def num(value: float | None, fmt: str) -> str:
+    """A cell for an optional number: "-" when there is none."""
+    return "-" if value is None else fmt.format(value)
+
+
+def times(value: float | None) -> str:
+    return num(value, "{:.2f}x")
+
+
+def percent(value: float | None) -> str:
+    return num(value, "{:.0%}")
+
+
 def markdown_table(table: Table) -> list[str]:
     """The table as Markdown lines ("None." when it has no rows); pipes in cells become slashes."""
     if not table.rows:

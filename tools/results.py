@@ -68,6 +68,15 @@ class BaselineTiming(BaseModel):
     correct: bool
 
 
+def fastest_per_library(baselines: list[BaselineTiming]) -> dict[str, BaselineTiming]:
+    """Each library's fastest correct configuration: the one a speedup against that library is measured by."""
+    best: dict[str, BaselineTiming] = {}
+    for b in baselines:
+        if b.correct and (b.library not in best or b.median_us < best[b.library].median_us):
+            best[b.library] = b
+    return best
+
+
 class Measurement(BaseModel):
     """The candidate's time on the spec's main shape and where it stands against the floor and baselines."""
 

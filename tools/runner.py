@@ -25,7 +25,7 @@ from sparseditto.tools.correctness import classify_failure, rel_error
 from sparseditto.tools.families import FAMILIES, Problem
 from sparseditto.tools.families.base import POISON_BITS, to_float64
 from sparseditto.tools.preparations import PREPARATIONS
-from sparseditto.tools.results import BaselineTiming, Feedback, Measurement, Trial
+from sparseditto.tools.results import BaselineTiming, Feedback, Measurement, Trial, fastest_per_library
 from sparseditto.tools.timing import L2Flusher, device_copy_bandwidth, time_call
 
 # Peak arithmetic rates used only to flag impossible timings (the dense tensor-core peaks of an H200 SXM from
@@ -235,9 +235,6 @@ def benchmark(job: RunJob, family: Any, module: Any, info: dict[str, Any], tol: 
     floor_us = max(bytes_floor_us, family.flops(s) / PEAK_FLOPS[problem.dtype] * 1e6)
     correct_baselines = [b for b in baselines if b.correct]
     best = min(correct_baselines, key=lambda b: b.median_us) if correct_baselines else None
-    per_library: dict[str, float] = {}
-    for b in correct_baselines:
-        per_library[b.library] = min(per_library.get(b.library, float("inf")), b.median_us)
     measurement = Measurement(
         median_us=timing.median_us, p10_us=timing.p10_us, p90_us=timing.p90_us, runs=timing.runs,
         preparation_ms=launcher.preparation_ms, floor_us=floor_us,
@@ -245,7 +242,7 @@ def benchmark(job: RunJob, family: Any, module: Any, info: dict[str, Any], tol: 
         bandwidth_fraction=bytes_floor_us / timing.median_us, copy_bandwidth_gbps=copy_bw * 1e-9,
         best_baseline=best.name if best else None, best_baseline_us=best.median_us if best else None,
         speedup_vs_best=best.median_us / timing.median_us if best else None,
-        speedups={lib: us / timing.median_us for lib, us in per_library.items()},
+        speedups={lib: b.median_us / timing.median_us for lib, b in fastest_per_library(baselines).items()},
     )
     suspect = timing.median_us < 0.9 * floor_us
     fb = Feedback(
