@@ -82,7 +82,7 @@ def to_verdict(answer: ReviewAnswer, spec: Spec, plan: Plan, iterations: list[di
     backend = iterations[-1]["backend"]
     if answer.decision == "accept":
         speedup = ((best or {}).get("report", {}).get("measurement") or {}).get("speedup_vs_best")
-        if speedup is None or speedup <= plan.acceptance.min_speedup:
+        if not plan.acceptance.acceptable(speedup):
             raise ValueError(f"decision: accept needs a correct, measured candidate faster than the best baseline "
                              f"(more than {plan.acceptance.min_speedup}x); there is none yet: revise or stop")
         return Verdict(decision="accept", diagnosis=answer.bottleneck, best_iteration=best_no)

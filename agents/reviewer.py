@@ -80,21 +80,21 @@ def offline_review(plan: Plan, iterations: list[dict[str, Any]], dtype: str, bac
     speedup = (best["report"]["measurement"] or {}).get("speedup_vs_best") if best else None
     last_speedup = (last.measurement.speedup_vs_best or 0.0) if last.measurement else 0.0
     if (plan.reuse is not None and Choice.model_validate(iterations[-1]["choice"]) == plan.reuse and last.correct
-            and last_speedup >= plan.acceptance.min_speedup):
+            and plan.acceptance.acceptable(last_speedup)):
         return Verdict(decision="accept", diagnosis=f"stored kernel re-validated: {diagnosis}",
                        best_iteration=iterations[-1]["iteration"])
     if speedup is not None and speedup >= plan.acceptance.target_speedup:
         return Verdict(decision="accept", diagnosis=f"{diagnosis}; target {plan.acceptance.target_speedup}x reached",
                        best_iteration=best["iteration"])
 
-    if not budget_left and speedup is not None and speedup > plan.acceptance.min_speedup:
+    if not budget_left and plan.acceptance.acceptable(speedup):
         return Verdict(decision="accept", diagnosis=f"budget spent; best is {speedup:.2f}x the best baseline "
                        f"(target {plan.acceptance.target_speedup}x not reached)", best_iteration=best["iteration"])
     centre = Choice.model_validate(best["choice"]) if best and best["report"].get("measurement") else None
     candidates = (_neighbours(plan, centre, dtype) if centre else []) + untried_starts
     nxt = next((c for c in candidates if c.key() not in tried), None)
     if nxt is None:
-        if speedup is not None and speedup > plan.acceptance.min_speedup:
+        if plan.acceptance.acceptable(speedup):
             return Verdict(decision="accept", diagnosis=f"search exhausted; best is {speedup:.2f}x the best baseline",
                            best_iteration=best["iteration"])
         return Verdict(decision="give_up", diagnosis=f"search exhausted without beating the best baseline; last: {diagnosis}",

@@ -17,8 +17,12 @@ class Strategy(BaseModel):
 
 
 class Acceptance(BaseModel):
-    min_speedup: float = Field(1.0, description="accept only if at least this much faster than the best baseline")
+    min_speedup: float = Field(1.0, description="accept only a speedup over the best baseline above this")
     target_speedup: float = Field(description="stop searching once this speedup is reached")
+
+    def acceptable(self, speedup: float | None) -> bool:
+        """Whether a measured speedup over the best baseline may be accepted (the one rule every reviewer uses)."""
+        return speedup is not None and speedup > self.min_speedup
 
 
 class Plan(BaseModel):
