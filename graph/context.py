@@ -7,7 +7,7 @@ from the environment only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from sparseditto.agents.policies import LLM
@@ -16,8 +16,9 @@ from sparseditto.settings import OutputMethod, Policy, Settings
 
 @dataclass
 class PipelineContext:
-    runs_dir: str = "runs"
-    force_compile_only: bool = False
+    # unset (LangGraph Studio): the settings' SPARSEDITTO_RUNS_DIR and SPARSEDITTO_COMPILE_ONLY
+    runs_dir: str = field(default_factory=lambda: Settings().runs_dir)
+    force_compile_only: bool = field(default_factory=lambda: Settings().compile_only)
     arch: str | None = None
     # a Verifier; None picks the GPU backend when a device is found, else compile-only
     verifier: Any = None
@@ -47,7 +48,12 @@ class PipelineContext:
         return LLM(settings=self.llm_settings(), factory=self.chat_models)
 
     def run_policy(self, state: dict[str, Any]) -> str:
-        return self.policy or state.get("policy") or "offline"
+        return self.policy or state.get("policy") or Settings().policy
+
+
+def context_of(runtime: Any) -> PipelineContext:
+    """The run's context; a graph run without one (Studio, tests) gets the defaults from the settings."""
+    return runtime.context or PipelineContext()
 
 
 LLM_OPTIONS = frozenset(f.name for f in fields(PipelineContext) if f.name.startswith("llm_")) | {"chat_models"}

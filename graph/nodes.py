@@ -21,7 +21,7 @@ from sparseditto.agents.policies import accounting, code_step, plan_step, review
 from sparseditto.agents.retriever import gpu_identity, retrieve
 from sparseditto.agents.reviewer import best_iteration, describe
 from sparseditto.agents.schemas import Plan, References
-from sparseditto.graph.context import PipelineContext
+from sparseditto.graph.context import PipelineContext, context_of
 from sparseditto.graph.routing import budget_spent, extended_limits, llm_budget_spent
 from sparseditto.graph.state import PipelineState
 from sparseditto.knowledge_base.experience import ExperienceStore, experience_path, record_accepted
@@ -43,7 +43,7 @@ def _emit(event: str, **data: Any) -> None:
 
 async def planner(state: PipelineState, runtime: Runtime[PipelineContext]) -> dict[str, Any]:
     """Also completes the run's bookkeeping when a run starts from a bare spec (LangGraph Studio)."""
-    ctx = runtime.context or PipelineContext()
+    ctx = context_of(runtime)
     spec = parse_spec(state["spec"])
     policy, llm = ctx.run_policy(state), ctx.llm()
     _emit("planning", spec=spec.name, policy=policy)
@@ -65,7 +65,7 @@ async def planner(state: PipelineState, runtime: Runtime[PipelineContext]) -> di
 
 async def retriever(state: PipelineState, runtime: Runtime[PipelineContext]) -> dict[str, Any]:
     """Also refines the plan with experience: a stored kernel to re-validate, or a better start."""
-    ctx = runtime.context or PipelineContext()
+    ctx = context_of(runtime)
     compile_only = ctx.force_compile_only or getattr(ctx.verifier, "backend", None) == "compile_only"
     gpu = await asyncio.to_thread(gpu_identity, compile_only)
     store = ExperienceStore(experience_path(ctx.runs_dir))
@@ -77,7 +77,7 @@ async def retriever(state: PipelineState, runtime: Runtime[PipelineContext]) -> 
 
 
 async def coder(state: PipelineState, runtime: Runtime[PipelineContext]) -> dict[str, Any]:
-    ctx = runtime.context or PipelineContext()
+    ctx = context_of(runtime)
     (choice, candidate), step = await asyncio.to_thread(
         code_step, Spec.model_validate(state["spec"]), Plan.model_validate(state["plan"]),
         References.model_validate(state["references"]), state.get("candidate"), state.get("iterations", []),
@@ -87,7 +87,7 @@ async def coder(state: PipelineState, runtime: Runtime[PipelineContext]) -> dict
 
 
 async def tool(state: PipelineState, runtime: Runtime[PipelineContext]) -> dict[str, Any]:
-    ctx = runtime.context or PipelineContext()
+    ctx = context_of(runtime)
     spec = Spec.model_validate(state["spec"])
     candidate = KernelCandidate.model_validate(state["candidate"])
     verifier = ctx.verifier or make_verifier(ctx.arch or spec.arch, ctx.force_compile_only)
@@ -107,7 +107,7 @@ async def tool(state: PipelineState, runtime: Runtime[PipelineContext]) -> dict[
 
 
 async def reviewer(state: PipelineState, runtime: Runtime[PipelineContext]) -> dict[str, Any]:
-    ctx = runtime.context or PipelineContext()
+    ctx = context_of(runtime)
     now = time.time()
     reason = budget_spent(state, now)
     verdict, step = await asyncio.to_thread(
@@ -175,7 +175,7 @@ def final_status(state: PipelineState) -> str:
 async def finalize(state: PipelineState, runtime: Runtime[PipelineContext]) -> dict[str, Any]:
     from sparseditto.artifacts import write_artifacts
 
-    ctx = runtime.context or PipelineContext()
+    ctx = context_of(runtime)
     status = final_status(state)
     best = best_iteration(state["iterations"])
     if status == "accepted" and best:
