@@ -8,130 +8,49 @@ input raises `SpecError` with one line naming the field and what is allowed.
 from __future__ import annotations
 
 import json
-from enum import Enum
+from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, TypeAdapter, ValidationError
 
 from sparseditto.errors import NotImplementedFamilyError, SpecError
 
 
-class Operation(str, Enum):
-    spmv = "spmv"
-    spmm = "spmm"
-    spgemm = "spgemm"
-    sddmm = "sddmm"
-    block_sparse_attention = "block_sparse_attention"
-    dynamic_sparse_attention = "dynamic_sparse_attention"
-    topk_gradient = "topk_gradient"
+# Operations users ask for; the families registered decide which of them run today.
+KNOWN_OPERATIONS = ("spmv", "spmm", "spgemm", "sddmm", "block_sparse_attention", "dynamic_sparse_attention",
+                    "topk_gradient")
+ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a")
 
 
-IMPLEMENTED_OPERATIONS = {Operation.spmv, Operation.spmm}
-DTYPES = ("fp32", "fp16", "bf16")
-BASELINES = ("cusparse", "cublas_dense", "cusparselt")
-
-
-class _Strict(BaseModel):
+class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class UnstructuredPattern(_Strict):
-    """Random nonzeros. Row lengths: equal (`uniform`), heavy-tailed (`power_law`) or near the diagonal (`banded`)."""
-
-    kind: Literal["unstructured"] = "unstructured"
-    distribution: Literal["uniform", "power_law", "banded"] = "uniform"
-    density: Annotated[float, Field(gt=0, le=1)] | None = None
-    nnz_per_row: Annotated[float, Field(gt=0)] | None = None
-    power_law_exponent: Annotated[float, Field(gt=1.5, le=4)] = 2.5
-
-    @model_validator(mode="after")
-    def _one_density(self) -> "UnstructuredPattern":
-        if (self.density is None) == (self.nnz_per_row is None):
-            raise ValueError("give exactly one of 'density' (0 < d <= 1) or 'nnz_per_row' (> 0)")
-        return self
-
-    def mean_row_length(self, K: int) -> float:
-        """Nonzeros per row on average, whichever of density and nnz_per_row was given."""
-        return self.nnz_per_row if self.nnz_per_row is not None else self.density * K
-
-
-class MatrixFilePattern(_Strict):
-    """A real matrix: Matrix Market (.mtx) or SciPy sparse (.npz). Its shape sets M and K."""
-
-    kind: Literal["matrix_file"] = "matrix_file"
-    path: Path
-
-
-class BlockSparsePattern(_Strict):
-    kind: Literal["block_sparse"] = "block_sparse"
-    block_size: tuple[int, int]
-    density: Annotated[float, Field(gt=0, le=1)]
-
-
-class StructuredNMPattern(_Strict):
-    kind: Literal["n_m"] = "n_m"
-    n: int = 2
-    m: int = 4
-
-
-Pattern = Annotated[
-    UnstructuredPattern | MatrixFilePattern | BlockSparsePattern | StructuredNMPattern,
-    Field(discriminator="kind"),
-]
-
-
-class Budget(_Strict):
+class Budget(Strict):
     iterations: Annotated[int, Field(ge=1, le=1000)] = 8
     wall_seconds: Annotated[float, Field(gt=0)] = 1800.0
 
 
-class Spec(_Strict):
-    """One request. M x K is the sparse matrix A; N is the width of the dense operand (1 for SpMV)."""
+class SpecBase(Strict):
+    """The fields every family's spec shares. A family's spec model subclasses it, fixing `family` to its
+    name (a Literal with that default) and adding its own fields (shapes, pattern, ...)."""
 
+    family: str
     name: str = "spec"
-    operation: Operation
-    pattern: Pattern
-    M: Annotated[int, Field(ge=1, le=1 << 30)] | None = None
-    K: Annotated[int, Field(ge=1, le=1 << 30)] | None = None
-    N: Annotated[int, Field(ge=1, le=1 << 20)] = 1
+    operation: str
     dtype: Literal["fp32", "fp16", "bf16"] = "fp32"
     arch: Annotated[str, Field(pattern=r"^sm_\d{2,3}a?$")] | None = None
-    baselines: tuple[Literal["cusparse", "cublas_dense", "cusparselt"], ...] = ("cusparse", "cublas_dense")
+    # library names of the baseline registry; empty: every library registered for the family
+    baselines: tuple[str, ...] = ()
     tolerance: Annotated[float, Field(gt=0, lt=1)] | None = None
     budget: Budget = Budget()
-    seed: int = 0
+    seed: Annotated[int, Field(ge=0, lt=2**63)] = 0
 
-    @model_validator(mode="before")
-    @classmethod
-    def _default_pattern_kind(cls, data: Any) -> Any:
-        if isinstance(data, dict) and isinstance(data.get("pattern"), dict) and "kind" not in data["pattern"]:
-            data = {**data, "pattern": {**data["pattern"], "kind": "unstructured"}}
-        return data
 
-    @model_validator(mode="after")
-    def _shapes(self) -> "Spec":
-        if isinstance(self.pattern, MatrixFilePattern):
-            return self
-        if self.M is None or self.K is None:
-            raise ValueError("M and K are required unless the pattern is a matrix file")
-        if self.operation == Operation.spmv and self.N != 1:
-            raise ValueError("spmv has N = 1; leave N out or use operation 'spmm'")
-        if isinstance(self.pattern, UnstructuredPattern):
-            per_row = self.pattern.mean_row_length(self.K)
-            if per_row > self.K:
-                raise ValueError(f"nnz_per_row {per_row:g} exceeds K = {self.K}")
-            if per_row * self.M > 2**31 - 1:
-                raise ValueError("more than 2^31-1 nonzeros: int32 CSR indices cannot hold this matrix")
-        return self
-
-    @property
-    def family(self) -> str:
-        """The problem family (operation + storage format) that serves this spec."""
-        if isinstance(self.pattern, (UnstructuredPattern, MatrixFilePattern)):
-            return f"csr_{self.operation.value}"
-        return f"{self.pattern.kind}_{self.operation.value}"
+# Every module names a spec by this type; the value is always an instance of one family's model.
+Spec = SpecBase
 
 
 _DOC_TASKS = {
@@ -141,7 +60,8 @@ _DOC_TASKS = {
     "sparse_matvec_kernel": "spmv",
     "sddmm": "sddmm",
 }
-_DOC_BASELINES = {"dense_cublas": "cublas_dense", "cublas": "cublas_dense", "cusparse": "cusparse", "cusparselt": "cusparselt"}
+_DOC_BASELINES = {"dense_cublas": "cublas", "cublas_dense": "cublas", "cublas": "cublas", "cusparse": "cusparse",
+                  "cusparselt": "cusparselt"}
 
 
 def _from_document_form(data: dict[str, Any]) -> dict[str, Any]:
@@ -186,40 +106,91 @@ def _from_document_form(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _first_error(exc: ValidationError) -> str:
+def _first_error(exc: ValidationError, data: Any) -> str:
+    """One line: the field's dotted path (without the union tags pydantic puts in it) and what is wrong."""
     err = exc.errors()[0]
-    loc = ".".join(str(p) for p in err["loc"] if not (isinstance(p, str) and p in {"unstructured", "matrix_file", "block_sparse", "n_m"}))
+    parts, node = [], data
+    for i, p in enumerate(err["loc"]):
+        tag = isinstance(node, dict) and p in (node.get("family"), node.get("kind"), _family_tag(node) if i == 0 else None)
+        if not tag:
+            parts.append(str(p))
+            node = node.get(p) if isinstance(node, dict) else node[p] if isinstance(node, list) and isinstance(p, int) and p < len(node) else None
+    loc = ".".join(parts)
     msg = err["msg"].removeprefix("Value error, ")
     return f"{loc or 'spec'}: {msg}" + (f" (got {err['input']!r})" if err["type"] not in {"value_error", "missing"} and not isinstance(err.get("input"), dict) else "")
 
 
-def parse_spec(data: dict[str, Any], *, require_implemented: bool = True) -> Spec:
-    """Validate a spec given as a dict, in either form; refuse families that have no implementation."""
+def _family_tag(data: Any) -> str | None:
+    """The spec union's discriminator: the `family` field when given, else the one family that claims the data."""
+    from sparseditto.tools.families import families
+
+    if isinstance(data, SpecBase):
+        return data.family
+    if not isinstance(data, dict):
+        return None
+    if isinstance(data.get("family"), str):
+        return data["family"]
+    return next((f.name for f in families().values() if f.claims(data)), None)
+
+
+@cache
+def _union(names: tuple[str, ...]) -> TypeAdapter:
+    from sparseditto.tools.families import families
+
+    members = tuple(Annotated[families()[n].spec_model, Tag(n)] for n in names)
+    return TypeAdapter(Annotated[Union[members], Discriminator(_family_tag)])  # noqa: UP007 - built at run time
+
+
+def spec_union() -> TypeAdapter:
+    """The discriminated union of every registered family's spec model (also Studio's input schema)."""
+    from sparseditto.tools.families import families
+
+    return _union(tuple(sorted(families())))
+
+
+def _no_family_error(data: dict[str, Any]) -> SpecError:
+    from sparseditto.tools.families import families
+
+    op = data.get("operation")
+    registered = ", ".join(sorted(families()))
+    if isinstance(data.get("family"), str):
+        return SpecError(f"family: {data['family']!r} is not a registered family; registered: {registered}")
+    if op not in KNOWN_OPERATIONS:
+        return SpecError(f"operation: unknown operation {op!r}; allowed: {', '.join(KNOWN_OPERATIONS)}")
+    kind = (data.get("pattern") or {}).get("kind") if isinstance(data.get("pattern"), dict) else None
+    return NotImplementedFamilyError(f"{op}{f' on a {kind} pattern' if kind else ''}: this problem family is not "
+                                     f"implemented yet; implemented: {registered}")
+
+
+def parse_spec(data: dict[str, Any] | SpecBase) -> SpecBase:
+    """Validate a spec given as a dict (either form) into its family's model; refuse what no family serves."""
+    if isinstance(data, SpecBase):
+        return data
     if not isinstance(data, dict):
         raise SpecError(f"spec: expected a mapping of fields, got {type(data).__name__}")
     if "task" in data:
         data = _from_document_form(data)
+    if _family_tag(data) is None:
+        raise _no_family_error(data)
     try:
-        spec = Spec.model_validate(data)
+        spec = spec_union().validate_python(data)
     except ValidationError as exc:
-        raise SpecError(_first_error(exc)) from None
-    if require_implemented:
-        check_implemented(spec)
+        raise SpecError(_first_error(exc, data)) from None
+    _check_registered(spec)
     return spec
 
 
-def check_implemented(spec: Spec) -> None:
-    from sparseditto.tools.families import FAMILIES
+def _check_registered(spec: SpecBase) -> None:
+    from sparseditto.tools.baselines import libraries_for
 
-    if spec.family not in FAMILIES:
-        raise NotImplementedFamilyError(
-            f"{spec.family}: this problem family is not implemented yet; implemented: {', '.join(sorted(FAMILIES))}"
-        )
-    if spec.arch is not None and spec.arch not in {"sm_80", "sm_86", "sm_89", "sm_90", "sm_90a"}:
-        raise SpecError(f"arch: {spec.arch} is not supported; allowed: sm_80, sm_86, sm_89, sm_90, sm_90a")
+    if spec.arch is not None and spec.arch not in ARCHS:
+        raise SpecError(f"arch: {spec.arch} is not supported; allowed: {', '.join(ARCHS)}")
+    known = libraries_for(spec.family)
+    if unknown := [b for b in spec.baselines if b not in known]:
+        raise SpecError(f"baselines: {', '.join(unknown)} not available for {spec.family}; allowed: {', '.join(known)}")
 
 
-def load_spec(path: str | Path, *, require_implemented: bool = True) -> Spec:
+def load_spec(path: str | Path) -> SpecBase:
     """Read a spec from a YAML or JSON file. Relative matrix paths resolve against the spec's folder."""
     path = Path(path)
     if not path.is_file():
@@ -234,4 +205,4 @@ def load_spec(path: str | Path, *, require_implemented: bool = True) -> Spec:
         pat = data.get("pattern")
         if isinstance(pat, dict) and pat.get("kind") == "matrix_file" and not Path(pat.get("path", "")).is_absolute():
             data["pattern"] = {**pat, "path": str(path.parent / pat["path"])}
-    return parse_spec(data, require_implemented=require_implemented)
+    return parse_spec(data)

@@ -1,74 +1,133 @@
-"""What every problem family answers, so that the runner, agents and reports treat them alike."""
+"""The family seam: everything that depends on the operation and its storage format, behind one interface.
+
+A family is a package (`tools/families/<name>/`, or any folder on `SPARSEDITTO_FAMILY_PATH`) whose
+`FAMILY` object subclasses `ProblemFamily`. Its reference kernels live in its `kernels_dir`. The runner,
+verifier, agents, graph, reports and evals only ever call the methods below.
+"""
 
 from __future__ import annotations
 
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 if TYPE_CHECKING:
-    from sparseditto.spec import Spec
-    from sparseditto.tools.baselines import BaselineCall
+    from sparseditto.spec import SpecBase
+    from sparseditto.tools.contract import KernelCandidate
 
-STORAGE_DTYPES = {"fp32": np.float32, "fp16": np.float16, "bf16": np.uint16}
-VALUE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2}
-# Quiet-NaN bit patterns with a payload, written into outputs before every run. A kernel never
-# produces these exact bits (the GPU's own NaN is all ones), so an element that still holds them was
-# not written, and any other NaN/Inf was written by the kernel.
-POISON_BITS = {"fp32": np.uint32(0x7FC0DEAD), "fp16": np.uint16(0x7E5A), "bf16": np.uint16(0x7FDA)}
+# A one-time format preparation: (problem, parameters) -> (extra arrays passed by name, extra symbols)
+Prepared = tuple[dict[str, np.ndarray], dict[str, int]]
+Preparation = Callable[["Problem", dict[str, int]], Prepared]
 
 
-def to_storage(values: np.ndarray, dtype: str) -> np.ndarray:
-    """fp32 values rounded to the storage type (bf16 kept as raw bits, round-to-nearest-even)."""
-    if dtype == "bf16":
-        bits = values.astype(np.float32).view(np.uint32)
-        rounded = bits + 0x7FFF + ((bits >> 16) & 1)
-        return (rounded >> 16).astype(np.uint16)
-    return values.astype(STORAGE_DTYPES[dtype])
+@dataclass(frozen=True)
+class Output:
+    """One output operand: its shape, element type and the largest allowed ||out - ref|| / ||ref||."""
 
-
-def to_float64(values: np.ndarray, dtype: str) -> np.ndarray:
-    """Storage values (raw bits for bf16) as float64."""
-    if dtype == "bf16":
-        return (values.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-    return values.astype(np.float64)
+    shape: tuple[int, ...]
+    dtype: str
+    tolerance: float
 
 
 @dataclass
 class Problem:
-    """One instance: host arrays in storage types, problem symbols, and the name/shape of the output."""
+    """One instance: host arrays in storage types, their element types, problem symbols and the outputs."""
 
-    dtype: str
+    dtype: str  # the spec's value type: what `value_t` (SD_DTYPE) means in the kernels
     symbols: dict[str, int]
     inputs: dict[str, np.ndarray]
-    output_name: str
-    output_shape: tuple[int, ...]
-    extra: dict[str, Any] = field(default_factory=dict)
+    input_dtypes: dict[str, str]
+    outputs: dict[str, Output]
+    # float32 scalar arguments (scales, alpha ...) drawn with the inputs
+    scalars: dict[str, float] = field(default_factory=dict)
 
 
-class ProblemFamily(Protocol):
-    name: str
-    operation: str
+@dataclass(frozen=True)
+class StrategyStart:
+    """One of the family's offline strategies: a reference kernel, its starting parameters and the reason."""
 
-    def symbols(self, spec: "Spec") -> dict[str, int]:
-        """M, K, N and nnz for the spec's main shape (nnz expected, for planning)."""
+    kernel: str
+    start: dict[str, int]
+    why: str
 
-    def make_problem(self, spec: "Spec", seed: int, shape: dict[str, int] | None = None) -> Problem:
-        """Fresh seeded inputs; `shape` overrides M/K/N for held-out shapes."""
 
-    def reference(self, problem: Problem) -> np.ndarray:
-        """The exact result in float64 from the (rounded) inputs."""
+class ProblemFamily(ABC):
+    """What a family answers. Subclasses set the class attributes and implement the abstract methods."""
 
-    def tolerance(self, dtype: str) -> float:
-        """Largest allowed ||out - ref|| / ||ref||."""
+    name: ClassVar[str]
+    operation: ClassVar[str]
+    format: ClassVar[str]
+    spec_model: ClassVar[type["SpecBase"]]
+    kernels_dir: ClassVar[Path]
+    preparations: ClassVar[Mapping[str, Preparation]] = {}
+    # the speedup over the best baseline at which the offline reviewer stops searching
+    target_speedup: ClassVar[float] = 2.0
 
-    def flops(self, symbols: dict[str, int]) -> float: ...
+    # -- the spec ----------------------------------------------------------------------------------
+    @classmethod
+    @abstractmethod
+    def claims(cls, data: Mapping[str, Any]) -> bool:
+        """Whether a raw spec mapping (native form, before validation) is this family's; no two families
+        may claim the same mapping. It is the discriminator of the spec union."""
 
-    def min_bytes(self, symbols: dict[str, int], dtype: str) -> float:
-        """Each input read once and the output written once: the bandwidth floor's byte count."""
+    @abstractmethod
+    def symbols(self, spec: "SpecBase") -> dict[str, int]:
+        """The problem symbols of the spec's main shape (launch expressions and int arguments use them)."""
 
-    def held_out_shapes(self, spec: "Spec") -> list[dict[str, int]]:
-        """Shapes the coder never sees (not multiples of any tile), used in correctness trials."""
+    # -- planning ----------------------------------------------------------------------------------
+    @abstractmethod
+    def features(self, spec: "SpecBase") -> dict[str, float]:
+        """Structural features the planner decides by (and the plan reports)."""
 
-    def baselines(self, device_inputs: dict[str, Any], problem: Problem) -> list["BaselineCall"]: ...
+    @abstractmethod
+    def strategies(self, spec: "SpecBase", features: Mapping[str, float]) -> list[StrategyStart]:
+        """The offline planner's strategies, best first; kernels the spec's dtype or arch rule out are dropped
+        by the planner, and starts that break a kernel's declared constraints are refused there."""
+
+    # -- instances ---------------------------------------------------------------------------------
+    @abstractmethod
+    def make_problem(self, spec: "SpecBase", seed: int, shape: Mapping[str, int] | None = None) -> Problem:
+        """Fresh seeded inputs; `shape` overrides the main shape's symbols (held-out and small shapes)."""
+
+    @abstractmethod
+    def reference(self, problem: Problem) -> dict[str, np.ndarray]:
+        """The exact result of every output, in float64, from the (rounded) inputs."""
+
+    @abstractmethod
+    def flops(self, symbols: Mapping[str, int]) -> float: ...
+
+    @abstractmethod
+    def min_bytes(self, symbols: Mapping[str, int], dtype: str) -> float:
+        """Each input read once and each output written once: the bandwidth floor's byte count."""
+
+    @abstractmethod
+    def tiny_shape(self, spec: "SpecBase") -> dict[str, int]:
+        """A small instance that launch checks and contract descriptions are made on."""
+
+    @abstractmethod
+    def sanitizer_shape(self, spec: "SpecBase") -> dict[str, int]:
+        """compute-sanitizer's instance: small (the tools slow kernels down by large factors), not a multiple
+        of any tile."""
+
+    @abstractmethod
+    def held_out_shapes(self, spec: "SpecBase", rng: np.random.Generator) -> list[dict[str, int]]:
+        """Shapes the coder never sees, drawn per verification, used in correctness trials."""
+
+    # -- artifacts and experience ------------------------------------------------------------------
+    @abstractmethod
+    def launcher(self, candidate: "KernelCandidate", spec: "SpecBase") -> str:
+        """`launch.py` for the run folder: runs the kernel sequence with CuPy on the user's own arrays."""
+
+    def experience_key(self, spec: "SpecBase") -> dict[str, Any]:
+        """What makes two specs the same problem (never the name, budget or baselines)."""
+        return spec.model_dump(mode="json", exclude={"name", "budget", "baselines", "tolerance", "seed", "arch"})
+
+    def experience_distance(self, spec: "SpecBase", other: "SpecBase") -> float:
+        """How far apart two specs of this family are (0: same problem); closest stored kernels come first."""
+        a, b = self.symbols(spec), self.symbols(other)
+        return sum(abs(math.log(max(a[k], 1) / max(b.get(k, 1), 1))) for k in a)
