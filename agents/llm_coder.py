@@ -26,23 +26,27 @@ from sparseditto.knowledge_base.library import get_kernel, prelude, reference_ke
 from sparseditto.settings import Settings
 from sparseditto.spec import Spec
 from sparseditto.tools.contract import KernelCandidate, KernelLaunch, runner_symbols
-from sparseditto.tools.families import FAMILIES
-from sparseditto.tools.preparations import PREPARATIONS
-from sparseditto.tools.verifier import check_geometry, tiny_problem
+from sparseditto.tools.families import get_family
+from sparseditto.tools.verifier import check_geometry
 
 Written = tuple[Choice, KernelCandidate]
 
 
 def contract_text(spec: Spec) -> str:
     """The family's arrays and symbols, the preparations and the prelude: everything a new kernel may use."""
-    family = FAMILIES[spec.family]
-    tiny = tiny_problem(spec)
-    storage = tiny.inputs["values"].dtype
-    arrays = [f"{name} ({'value_t' if arr.dtype == storage else arr.dtype.name})" for name, arr in tiny.inputs.items()]
+    family = get_family(spec.family)
+    tiny = family.make_problem(spec, 0, family.tiny_shape(spec))
+
+    def typed(name: str, dtype: str) -> str:
+        return f"{name} ({'value_t' if dtype == spec.dtype else dtype})"
+
+    arrays = [typed(n, d) for n, d in tiny.input_dtypes.items()]
+    outputs = [typed(n, o.dtype) for n, o in tiny.outputs.items()]
     doc = (sys.modules[type(family).__module__].__doc__ or "").strip()
-    preparations = "\n".join(f"- {name}: {' '.join((fn.__doc__ or '').split())}" for name, fn in PREPARATIONS.items())
-    return (f"{doc}\n\nInput arrays: {', '.join(arrays)}. Output array: {tiny.output_name} (value_t), poisoned before "
-            f"every run.\nSymbols: {', '.join([*tiny.symbols, *runner_symbols(spec.dtype, sms=0)])}.\n"
+    preparations = "\n".join(f"- {name}: {' '.join((fn.__doc__ or '').split())}" for name, fn in family.preparations.items())
+    scalars = f"\nFloat scalars: {', '.join(tiny.scalars)}." if tiny.scalars else ""
+    return (f"{doc}\n\nInput arrays: {', '.join(arrays)}. Output arrays: {', '.join(outputs)}, poisoned before "
+            f"every run.\nSymbols: {', '.join([*tiny.symbols, *runner_symbols(spec.dtype, sms=0)])}.{scalars}\n"
             f"One-time preparations (their arrays and symbols become available by name):\n{preparations}\n\n"
             f"Prelude compiled before every source:\n```cuda\n{prelude()}\n```")
 

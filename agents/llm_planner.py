@@ -11,11 +11,12 @@ from langchain_core.messages import BaseMessage
 from sparseditto.agents.llm_prompts import prompt
 from sparseditto.agents.llm_schemas import PlanAnswer, ReferenceChoice
 from sparseditto.agents.llm_structured import Answer, ask, schema_instructions
-from sparseditto.agents.planner import is_valid_choice
 from sparseditto.agents.schemas import Acceptance, Plan, Strategy
 from sparseditto.knowledge_base.library import ReferenceKernel, get_kernel, kernels_for
 from sparseditto.settings import Settings
 from sparseditto.spec import Spec
+from sparseditto.tools.baselines import libraries_for
+from sparseditto.tools.families import get_family
 
 
 def spec_text(spec: Spec) -> str:
@@ -30,6 +31,7 @@ def _vocabulary_text(kernels: list[ReferenceKernel]) -> str:
     return "\n\n".join(
         f"### {k.name} ({k.strategy})\n{k.summary.strip()}\nParameters and allowed values: "
         + json.dumps({p: list(v) for p, v in k.parameters.items()})
+        + (f"\nConstraints (over parameters, problem symbols and value_bytes): {'; '.join(k.constraints)}" if k.constraints else "")
         for k in kernels)
 
 
@@ -52,9 +54,8 @@ def check_choice(choice: ReferenceChoice, spec: Spec, where: str) -> ReferenceKe
     for name, value in choice.params.items():
         if value not in ref.parameters[name]:
             raise ValueError(f"{where}: {name}={value} is not one of {list(ref.parameters[name])}")
-    if not is_valid_choice(choice.kernel, choice.params, spec.dtype, spec.N if spec.operation.value == "spmm" else None):
-        raise ValueError(f"{where}: {choice.params} is not valid for {spec.dtype} with N={spec.N} (vector width times value "
-                         f"size above 16 bytes, or column tiles of a block past N)")
+    if broken := ref.violated(choice.params, get_family(spec.family).symbols(spec), spec.dtype):
+        raise ValueError(f"{where}: {choice.params} breaks the constraint {broken} of {choice.kernel} for {spec.dtype}")
     return ref
 
 
@@ -73,8 +74,9 @@ def to_plan(answer: PlanAnswer, spec: Spec, features: dict[str, float]) -> Plan:
         if unknown:
             raise ValueError(f"strategies.{i}.space: {s.kernel} has no parameters {sorted(unknown)}")
         strategies.append(Strategy(kernel=s.kernel, start=s.start, space=space, why=s.why))
-    return Plan(family=spec.family, format=get_kernel(strategies[0].kernel).format, features=features,
-                strategies=strategies, baselines=list(spec.baselines),
+    family = get_family(spec.family)
+    return Plan(family=spec.family, format=family.format, features=features, symbols=family.symbols(spec),
+                strategies=strategies, baselines=list(spec.baselines or libraries_for(spec.family)),
                 acceptance=Acceptance(min_speedup=1.0, target_speedup=answer.target_speedup),
                 notes=answer.notes or "llm policy")
 

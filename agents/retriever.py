@@ -32,7 +32,7 @@ def gpu_identity(compile_only: bool) -> dict[str, Any] | None:
 
 def plan_query(plan: Plan, spec: Spec) -> str:
     """The question the plan asks of the knowledge base, in its own words."""
-    parts = [spec.operation.value, plan.format, plan.family, spec.dtype, spec.arch or ""]
+    parts = [spec.operation, plan.format, plan.family, spec.dtype, spec.arch or ""]
     for s in plan.strategies:
         parts += [s.kernel, get_kernel(s.kernel).strategy.replace("_", " "), s.why]
     return " ".join(p for p in parts if p)
@@ -81,7 +81,7 @@ def _with_experience(plan: Plan, spec: Spec, gpu: dict[str, Any] | None, store: 
 def _passages(plan: Plan, spec: Spec, context_chars: int) -> list[Passage]:
     hits = search(plan_query(plan, spec), Filters(family=plan.family, arch=spec.arch, dtype=spec.dtype),
                   k=PASSAGE_CANDIDATES,
-                  plan=PlanMatch(operation=spec.operation.value, format=plan.format, dtype=spec.dtype, family=plan.family,
+                  plan=PlanMatch(operation=spec.operation, format=plan.format, dtype=spec.dtype, family=plan.family,
                                  kernels=[s.kernel for s in plan.strategies]))
     out, used = [], 0
     for hit in hits:

@@ -45,6 +45,7 @@ def describe(report: VerificationReport) -> str:
 
 
 def _neighbours(plan: Plan, choice: Choice, dtype: str) -> list[Choice]:
+    """One parameter moved by one step in its declared values, keeping the kernel's constraints."""
     strategy = next((s for s in plan.strategies if s.kernel == choice.kernel), None)
     if strategy is None:  # a kernel the LLM coder wrote: it has no search space
         return []
@@ -56,7 +57,7 @@ def _neighbours(plan: Plan, choice: Choice, dtype: str) -> list[Choice]:
         for j in (i + 1, i - 1):
             if 0 <= j < len(values):
                 params = {**choice.params, name: values[j]}
-                if is_valid_choice(choice.kernel, params, dtype, int(plan.features.get("N", 0)) or None):
+                if is_valid_choice(choice.kernel, params, dtype, plan.symbols):
                     out.append(Choice(kernel=choice.kernel, params=params))
     return out
 

@@ -29,6 +29,8 @@ class Plan(BaseModel):
     family: str
     format: str
     features: dict[str, float]
+    # the problem symbols of the spec's main shape (kernel constraints are checked against them)
+    symbols: dict[str, int] = {}
     strategies: list[Strategy]
     baselines: list[str]
     acceptance: Acceptance

@@ -7,9 +7,9 @@ from langgraph.graph import END, START, StateGraph
 from sparseditto.graph import nodes
 from sparseditto.graph.context import PipelineContext
 from sparseditto.graph.routing import after_human, after_review
-from sparseditto.graph.state import PipelineState
+from sparseditto.graph.state import PipelineInput, PipelineState
 
-builder = StateGraph(PipelineState, context_schema=PipelineContext)
+builder = StateGraph(PipelineState, context_schema=PipelineContext, input_schema=PipelineInput)
 builder.add_node("planner", nodes.planner)
 builder.add_node("retriever", nodes.retriever)
 builder.add_node("coder", nodes.coder)

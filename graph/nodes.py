@@ -20,14 +20,12 @@ from pydantic import BaseModel, Field, ValidationError
 from sparseditto.agents.policies import accounting, code_step, plan_step, review_step
 from sparseditto.agents.retriever import gpu_identity, retrieve
 from sparseditto.agents.reviewer import best_iteration, describe
-from sparseditto.agents.schemas import Plan, References
 from sparseditto.graph.context import PipelineContext, context_of
 from sparseditto.graph.routing import budget_spent, extended_limits, llm_budget_spent
-from sparseditto.graph.state import PipelineState
+from sparseditto.graph.state import PipelineState, RunView
 from sparseditto.knowledge_base.experience import ExperienceStore, experience_path, record_accepted
 from sparseditto.settings import Settings
-from sparseditto.spec import Spec, parse_spec
-from sparseditto.tools.contract import KernelCandidate
+from sparseditto.spec import parse_spec
 from sparseditto.tools.results import VerificationReport
 from sparseditto.tools.verifier import make_verifier
 
@@ -69,8 +67,8 @@ async def retriever(state: PipelineState, runtime: Runtime[PipelineContext]) -> 
     compile_only = ctx.force_compile_only or getattr(ctx.verifier, "backend", None) == "compile_only"
     gpu = await asyncio.to_thread(gpu_identity, compile_only)
     store = ExperienceStore(experience_path(ctx.runs_dir))
-    plan, refs = await asyncio.to_thread(retrieve, Plan.model_validate(state["plan"]), Spec.model_validate(state["spec"]),
-                                         gpu, store, Settings().context_chars)
+    run = RunView.of(state)
+    plan, refs = await asyncio.to_thread(retrieve, run.plan, run.spec, gpu, store, Settings().context_chars)
     _emit("retrieved", kernels=[r.kernel for r in refs.kernels], passages=[p.id for p in refs.passages],
           reuse=plan.reuse.model_dump() if plan.reuse else None)
     return {"plan": plan.model_dump(), "references": refs.model_dump()}
@@ -78,9 +76,9 @@ async def retriever(state: PipelineState, runtime: Runtime[PipelineContext]) -> 
 
 async def coder(state: PipelineState, runtime: Runtime[PipelineContext]) -> dict[str, Any]:
     ctx = context_of(runtime)
+    run = RunView.of(state)
     (choice, candidate), step = await asyncio.to_thread(
-        code_step, Spec.model_validate(state["spec"]), Plan.model_validate(state["plan"]),
-        References.model_validate(state["references"]), state.get("candidate"), state.get("iterations", []),
+        code_step, run.spec, run.plan, run.references, state.get("candidate"), state.get("iterations", []),
         state.get("verdicts", []), ctx.run_policy(state), ctx.llm(), llm_budget_spent(state))
     _emit("candidate", iteration=len(state.get("iterations", [])) + 1, label=candidate.label(), origin=candidate.origin)
     return {"choice": choice.model_dump(), "candidate": candidate.model_dump(), **accounting(step)}
@@ -88,16 +86,15 @@ async def coder(state: PipelineState, runtime: Runtime[PipelineContext]) -> dict
 
 async def tool(state: PipelineState, runtime: Runtime[PipelineContext]) -> dict[str, Any]:
     ctx = context_of(runtime)
-    spec = Spec.model_validate(state["spec"])
-    candidate = KernelCandidate.model_validate(state["candidate"])
+    run = RunView.of(state)
+    spec, candidate = run.spec, run.candidate
     verifier = ctx.verifier or make_verifier(ctx.arch or spec.arch, ctx.force_compile_only)
     iteration = len(state.get("iterations", [])) + 1
     _emit("verifying", iteration=iteration, label=candidate.label(), backend=verifier.backend)
     start = time.perf_counter()
-    best = best_iteration(state.get("iterations", []))
-    best_us = ((best or {}).get("report", {}).get("measurement") or {}).get("median_us")
-    reuse = state["plan"].get("reuse")
-    checked = state["plan"].get("reuse_checked") if reuse and reuse == state["choice"] else None
+    best_us = run.best_median_us
+    reuse = run.plan.reuse
+    checked = run.plan.reuse_checked if reuse and reuse.model_dump() == state["choice"] else None
     report: VerificationReport = await asyncio.to_thread(verifier.verify, candidate, spec, best_us, checked)
     seconds = time.perf_counter() - start
     _emit("verified", iteration=iteration, label=candidate.label(), outcome=describe(report), seconds=round(seconds, 2))
@@ -110,8 +107,9 @@ async def reviewer(state: PipelineState, runtime: Runtime[PipelineContext]) -> d
     ctx = context_of(runtime)
     now = time.time()
     reason = budget_spent(state, now)
+    run = RunView.of(state)
     verdict, step = await asyncio.to_thread(
-        review_step, Spec.model_validate(state["spec"]), Plan.model_validate(state["plan"]), state["iterations"],
+        review_step, run.spec, run.plan, state["iterations"],
         state.get("verdicts", []), reason is None, ctx.run_policy(state), ctx.llm(), llm_budget_spent(state))
     update: dict[str, Any] = {"verdicts": [verdict.model_dump()], "reviewed_at": now, **accounting(step)}
     _emit("reviewed", decision=verdict.decision, diagnosis=verdict.diagnosis, direction=verdict.direction)
@@ -180,7 +178,7 @@ async def finalize(state: PipelineState, runtime: Runtime[PipelineContext]) -> d
     best = best_iteration(state["iterations"])
     if status == "accepted" and best:
         store = ExperienceStore(experience_path(ctx.runs_dir))
-        await asyncio.to_thread(record_accepted, store, Spec.model_validate(state["spec"]), best, state["run_id"])
+        await asyncio.to_thread(record_accepted, store, RunView.of(state).spec, best, state["run_id"])
     folder = await asyncio.to_thread(write_artifacts, state, status, ctx.runs_dir)
     _emit("finished", status=status, artifacts=str(folder))
     return {"status": status, "best_iteration": best["iteration"] if best else None, "artifacts_dir": str(folder)}

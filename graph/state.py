@@ -1,11 +1,20 @@
-"""Graph state: plain JSON-able dicts and lists so that the SQLite checkpointer saves every step."""
+"""Graph state: plain JSON-able dicts and lists so that the SQLite checkpointer saves every step (and loads it
+again in any process, whatever family packages are installed there); nodes read it through `RunView`, which
+validates each part once into its model."""
 
 from __future__ import annotations
 
 import operator
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Annotated, Any, TypedDict
 
+from sparseditto.agents.reviewer import best_iteration
+from sparseditto.agents.schemas import Plan, References
 from sparseditto.settings import OnBudget
+from sparseditto.spec import SpecBase, parse_spec
+from sparseditto.tools.contract import KernelCandidate
+from sparseditto.tools.results import Measurement
 
 
 def add_counts(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
@@ -47,3 +56,49 @@ class PipelineState(TypedDict, total=False):
     llm_limits: dict[str, Any]
     # one entry per agent step under the llm or hybrid policy (sparseditto.agents.llm_trace.Step)
     llm_trace: Annotated[list[dict[str, Any]], operator.add]
+
+
+class PipelineInput(TypedDict, total=False):
+    """What a run starts from (LangGraph Studio shows these fields): the spec, as in a spec file, and what to do
+    when the budget is spent."""
+
+    spec: dict[str, Any]
+    on_budget: OnBudget
+
+
+@dataclass(frozen=True)
+class RunView:
+    """Typed, read-only access to a state: each part is validated into its model on first use."""
+
+    state: PipelineState
+
+    @classmethod
+    def of(cls, state: PipelineState) -> "RunView":
+        return cls(state)
+
+    @cached_property
+    def spec(self) -> SpecBase:
+        return parse_spec(self.state["spec"])
+
+    @cached_property
+    def plan(self) -> Plan:
+        return Plan.model_validate(self.state["plan"])
+
+    @cached_property
+    def references(self) -> References:
+        return References.model_validate(self.state["references"])
+
+    @cached_property
+    def candidate(self) -> KernelCandidate:
+        return KernelCandidate.model_validate(self.state["candidate"])
+
+    @cached_property
+    def best_measurement(self) -> Measurement | None:
+        """The measurement of the fastest correct iteration so far (None before any GPU measurement)."""
+        best = best_iteration(self.state.get("iterations", []))
+        measured = best["report"].get("measurement") if best else None
+        return Measurement.model_validate(measured) if measured else None
+
+    @property
+    def best_median_us(self) -> float | None:
+        return self.best_measurement.median_us if self.best_measurement else None

@@ -16,7 +16,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel
 
-from sparseditto.knowledge_base.library import KERNEL_DIR, ReferenceKernel, reference_kernels
+from sparseditto.knowledge_base.library import PRELUDE_FILE, ReferenceKernel, reference_kernels
 
 DOCS_DIR = Path(__file__).parent / "docs"
 _FRONT = re.compile(r"^---\n(.*?)\n---\n", re.S)
@@ -93,7 +93,7 @@ def kernel_chunk(k: ReferenceKernel) -> Chunk:
             f"dtypes {', '.join(k.dtypes)}, archs {', '.join(k.archs)}.\n{k.summary.strip()}\n"
             f"Parameters: {params}.\n" + (f"Preparation: {k.preparation}.\n" if k.preparation else "")
             + (f"Measured: {measured}.\n" if measured else "") + _mapping_comment(k.body))
-    return Chunk(id=f"kernel:{k.name}", kind="kernel", title=f"reference kernel {k.name}", source=f"knowledge_base/kernels/{k.path.name}",
+    return Chunk(id=f"kernel:{k.name}", kind="kernel", title=f"reference kernel {k.name}", source=_shown_path(k.path),
                  text=text, families=[k.family], operations=[k.operation], formats=[k.format], archs=list(k.archs),
                  dtypes=list(k.dtypes))
 
@@ -104,8 +104,14 @@ def all_chunks() -> list[Chunk]:
     return chunks + [kernel_chunk(k) for k in reference_kernels()]
 
 
+def _shown_path(path: Path) -> str:
+    """A kernel file's path as reports show it: from the project root for built-in families, else as it is."""
+    root = PRELUDE_FILE.parents[2]
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+
+
 def knowledge_base_files() -> list[Path]:
-    return doc_pages() + sorted(KERNEL_DIR.glob("*.cu")) + sorted(KERNEL_DIR.glob("*.cuh"))
+    return doc_pages() + [PRELUDE_FILE] + [k.path for k in reference_kernels()]
 
 
 def fingerprint(code: list[Path]) -> str:

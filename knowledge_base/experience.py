@@ -25,7 +25,9 @@ from pydantic import BaseModel
 from sparseditto.agents.schemas import Choice
 from sparseditto.knowledge_base.library import get_kernel
 from sparseditto.settings import Settings
-from sparseditto.spec import MatrixFilePattern, Spec, UnstructuredPattern
+from sparseditto.errors import SparseDittoError
+from sparseditto.spec import Spec, parse_spec
+from sparseditto.tools.families import get_family
 
 log = structlog.get_logger(__name__)
 
@@ -74,12 +76,8 @@ def experience_path(runs_dir: str) -> Path:
 
 
 def canonical_problem(spec: Spec, gpu_arch: str) -> dict[str, Any]:
-    """What makes two specs the same problem; a matrix file counts by its contents, not its path."""
-    pattern = spec.pattern.model_dump(mode="json")
-    if isinstance(spec.pattern, MatrixFilePattern):
-        pattern = {"kind": "matrix_file", "sha256": hashlib.sha256(Path(spec.pattern.path).read_bytes()).hexdigest()}
-    return {"operation": spec.operation.value, "pattern": pattern, "M": spec.M, "K": spec.K, "N": spec.N,
-            "dtype": spec.dtype, "arch": spec.arch or gpu_arch}
+    """What makes two specs the same problem (the family says), on which architecture."""
+    return {**get_family(spec.family).experience_key(spec), "family": spec.family, "arch": spec.arch or gpu_arch}
 
 
 def problem_key(spec: Spec, gpu_arch: str) -> str:
@@ -133,16 +131,20 @@ class ExperienceStore:
     def similar(self, spec: Spec, gpu: dict[str, Any] | None, limit: int = 3) -> list[Experience]:
         """Kernels accepted for the same family and dtype on other problems, closest first.
 
-        Same GPU before other GPUs; then by the distance in log scale between nonzeros and dense widths.
+        Same GPU before other GPUs; then by the family's distance between the two problems.
         """
         key = problem_key(spec, gpu["arch"]) if gpu else None
         found = [e for e in self._rows("family = ? AND dtype = ?", (spec.family, spec.dtype))
                  if not (key and e.problem_key == key and e.gpu_name == gpu["name"])]
 
+        family = get_family(spec.family)
+
         def distance(e: Experience) -> tuple[int, float]:
-            other = Spec.model_validate(e.spec)
-            shape = sum(abs(math.log((getattr(spec, d) or 1) / (getattr(other, d) or 1))) for d in ("M", "K", "N"))
-            return (0 if gpu and e.gpu_name == gpu["name"] else 1, shape + abs(math.log(_density(spec) / _density(other))))
+            try:
+                gap = family.experience_distance(spec, parse_spec(e.spec))
+            except SparseDittoError:  # an entry whose spec no longer validates (a moved matrix file ...) comes last
+                gap = math.inf
+            return (0 if gpu and e.gpu_name == gpu["name"] else 1, gap)
 
         return sorted(found, key=distance)[:limit]
 
@@ -151,14 +153,6 @@ class ExperienceStore:
             return 0
         with closing(self._connect()) as conn:
             return int(conn.execute("SELECT COUNT(*) FROM accepted").fetchone()[0])
-
-
-def _density(spec: Spec) -> float:
-    """The pattern's density where it has one (unstructured or block-sparse), else 1."""
-    pattern = spec.pattern
-    if isinstance(pattern, UnstructuredPattern) and spec.K:
-        return pattern.mean_row_length(spec.K) / spec.K
-    return float(getattr(pattern, "density", None) or 1.0)
 
 
 def record_accepted(store: ExperienceStore, spec: Spec, iteration: dict[str, Any], run_id: str) -> int | None:

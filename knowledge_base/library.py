@@ -1,4 +1,5 @@
-"""The reference-kernel library: one `.cu` file per kernel, its metadata in a leading YAML comment block.
+"""The reference-kernel library: one `.cu` file per kernel in its family's kernels folder, its metadata in a
+leading YAML comment block (parameters and their values, the constraints between them, dtypes, archs, launches).
 
 Both the planner's strategy choices and the coder's templates come from here, so adding a kernel file
 with its metadata makes it available to the offline policies without code changes.
@@ -14,9 +15,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from sparseditto.tools.contract import KernelCandidate, KernelLaunch, Workspace
+from sparseditto.tools.dtypes import dtype as dtype_info
+from sparseditto.tools.expr import ExpressionError, holds
+from sparseditto.tools.families import families
 
-KERNEL_DIR = Path(__file__).parent / "kernels"
-PRELUDE_FILE = KERNEL_DIR / "prelude.cuh"
+PRELUDE_FILE = Path(__file__).parent / "kernels" / "prelude.cuh"
 _FRONT = re.compile(r"^/\*---\n(.*?)\n---\*/\n", re.S)
 
 
@@ -47,12 +50,25 @@ class ReferenceKernel(BaseModel):
     strategy: str
     summary: str
     parameters: dict[str, tuple[int, ...]]
+    # expressions over the parameters, the problem symbols and value_bytes that every valid choice satisfies
+    constraints: tuple[str, ...] = ()
     kernels: tuple[KernelLaunch, ...]
     workspace: dict[str, Workspace] = {}
     preparation: str | None = None
     measured: tuple[Measured, ...] = ()
     body: str
     path: Path
+
+    def violated(self, params: dict[str, int], symbols: dict[str, int], dtype: str) -> str | None:
+        """The first declared constraint these parameters break for this problem and dtype, else None."""
+        env = {**symbols, **params, "value_bytes": dtype_info(dtype).bytes}
+        for rule in self.constraints:
+            try:
+                if not holds(rule, env):
+                    return rule
+            except ExpressionError as exc:
+                return f"{rule} ({exc})"
+        return None
 
     def instantiate(self, params: dict[str, int], origin: str = "reference") -> KernelCandidate:
         """A candidate with the given parameters, each checked against its allowed values."""
@@ -81,19 +97,26 @@ def prelude() -> str:
     return PRELUDE_FILE.read_text()
 
 
-def _parse(path: Path) -> ReferenceKernel:
+def _parse(path: Path, family: str) -> ReferenceKernel:
     text = path.read_text()
     match = _FRONT.match(text)
     if not match:
         raise ValueError(f"{path}: missing the /*--- metadata ---*/ block")
     meta = yaml.safe_load(match.group(1))
+    if meta.setdefault("family", family) != family:
+        raise ValueError(f"{path}: declares family {meta['family']!r} but lies in {family}'s kernels folder")
     return ReferenceKernel(**meta, body=text[match.end():], path=path)
 
 
 @cache
+def _kernels_of(folders: tuple[tuple[str, Path], ...]) -> tuple[ReferenceKernel, ...]:
+    found = [_parse(p, family) for family, folder in folders for p in sorted(folder.glob("*.cu"))]
+    return tuple(sorted(found, key=lambda k: k.name))
+
+
 def reference_kernels() -> tuple[ReferenceKernel, ...]:
-    """Every reference kernel, sorted by name."""
-    return tuple(sorted((_parse(p) for p in KERNEL_DIR.glob("*.cu")), key=lambda k: k.name))
+    """Every registered family's reference kernels, sorted by name."""
+    return _kernels_of(tuple(sorted((f.name, f.kernels_dir) for f in families().values())))
 
 
 def arch_number(arch: str) -> int:

@@ -16,7 +16,7 @@ from sparseditto.knowledge_base.index import cache_root, current_folder, load_in
 from sparseditto.knowledge_base.library import reference_kernels
 from sparseditto.knowledge_base.retrieval import Filters, search
 from sparseditto.settings import Settings
-from sparseditto.spec import DTYPES
+from sparseditto.tools.dtypes import VALUE_DTYPES as DTYPES
 
 kb_app = typer.Typer(no_args_is_help=True, help="Search and inspect the knowledge base (docs, reference kernels, experience).")
 console = Console()

@@ -109,12 +109,13 @@ def _from_document_form(data: dict[str, Any]) -> dict[str, Any]:
 def _first_error(exc: ValidationError, data: Any) -> str:
     """One line: the field's dotted path (without the union tags pydantic puts in it) and what is wrong."""
     err = exc.errors()[0]
-    parts, node = [], data
-    for i, p in enumerate(err["loc"]):
-        tag = isinstance(node, dict) and p in (node.get("family"), node.get("kind"), _family_tag(node) if i == 0 else None)
-        if not tag:
-            parts.append(str(p))
-            node = node.get(p) if isinstance(node, dict) else node[p] if isinstance(node, list) and isinstance(p, int) and p < len(node) else None
+    parts, node, loc_parts = [], data, err["loc"]
+    for i, p in enumerate(loc_parts):
+        missing_field = err["type"] == "missing" and i == len(loc_parts) - 1
+        if isinstance(node, dict) and isinstance(p, str) and p not in node and not missing_field:
+            continue  # a union's tag (family, pattern kind), not a field the user wrote
+        parts.append(str(p))
+        node = node.get(p) if isinstance(node, dict) else node[p] if isinstance(node, list) and isinstance(p, int) and p < len(node) else None
     loc = ".".join(parts)
     msg = err["msg"].removeprefix("Value error, ")
     return f"{loc or 'spec'}: {msg}" + (f" (got {err['input']!r})" if err["type"] not in {"value_error", "missing"} and not isinstance(err.get("input"), dict) else "")
@@ -170,7 +171,9 @@ def parse_spec(data: dict[str, Any] | SpecBase) -> SpecBase:
         raise SpecError(f"spec: expected a mapping of fields, got {type(data).__name__}")
     if "task" in data:
         data = _from_document_form(data)
-    if _family_tag(data) is None:
+    from sparseditto.tools.families import families
+
+    if _family_tag(data) not in families():
         raise _no_family_error(data)
     try:
         spec = spec_union().validate_python(data)

@@ -7,15 +7,17 @@ the form the CSR families promise their kernels.
 from __future__ import annotations
 
 import functools
-
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.io
 import scipy.sparse as sp
 
 from sparseditto.errors import SpecError
-from sparseditto.spec import MatrixFilePattern, UnstructuredPattern
+
+if TYPE_CHECKING:
+    from sparseditto.tools.families.csr_common import MatrixFilePattern, UnstructuredPattern
 
 
 def row_lengths(pattern: UnstructuredPattern, M: int, K: int, rng: np.random.Generator) -> np.ndarray:

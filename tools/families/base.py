@@ -120,7 +120,7 @@ class ProblemFamily(ABC):
 
     # -- artifacts and experience ------------------------------------------------------------------
     @abstractmethod
-    def launcher(self, candidate: "KernelCandidate", spec: "SpecBase") -> str:
+    def launcher(self, candidate: "KernelCandidate", spec: "SpecBase", arch: str) -> str:
         """`launch.py` for the run folder: runs the kernel sequence with CuPy on the user's own arrays."""
 
     def experience_key(self, spec: "SpecBase") -> dict[str, Any]:

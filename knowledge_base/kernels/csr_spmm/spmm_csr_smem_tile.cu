@@ -23,6 +23,8 @@ parameters:
   RPG: [1, 2, 4, 8]
   KC: [256, 512, 1024, 1536, 2048]
   UNROLL: [2, 4, 8]
+constraints:  # over the parameters and the problem symbols; a choice breaking one is never tried
+  - "KC * LPR * 16 <= 200 * 1024"
 kernels:
   - entry: spmm_csr_smem_tile
     grid: ["ceil_div(M, WARPS * (32 // LPR) * RPG)", "ceil_div(N, LPR * (16 // value_bytes))", "1"]

@@ -26,6 +26,8 @@ parameters:
   WN: [1, 2, 4, 8]
   WK: [1, 2, 4]
   KB: [1, 2, 4, 8]
+constraints:  # over the parameters and the problem symbols; a choice breaking one is never tried
+  - "WN == 1 or 16 * MT * (WN - 1) < N"
 kernels:
   - entry: spmm_csr_tc_rowgroup
     grid: ["n_groups", "ceil_div(N, 16 * MT * WN)", "1"]

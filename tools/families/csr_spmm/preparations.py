@@ -1,54 +1,10 @@
-"""One-time format preparations a candidate may declare. Their cost is measured and reported apart.
-
-Each takes the problem's host inputs and the candidate's parameters and returns extra arrays (passed
-to kernels by name) and extra symbols (usable in launch expressions).
-"""
+"""One-time preparations of CSR SpMM kernels; their cost is measured and reported apart from the per-call time."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
-from sparseditto.tools.families.base import Problem
-
-Prepared = tuple[dict[str, np.ndarray], dict[str, int]]
-
-
-def _long_row_chunks(problem: Problem, params: dict[str, int]) -> tuple[dict[str, np.ndarray], dict[str, int], np.ndarray]:
-    rowptr = problem.inputs["rowptr"].astype(np.int64)
-    lengths = np.diff(rowptr)
-    long_rows = np.flatnonzero(lengths > params["LONG_ROW"]).astype(np.int32)
-    per_row = -(-lengths[long_rows] // params["CHUNK"])
-    chunk_long_index = np.repeat(np.arange(len(long_rows), dtype=np.int32), per_row)
-    first = np.cumsum(per_row) - per_row
-    within = np.arange(int(per_row.sum())) - np.repeat(first, per_row)
-    chunk_start = (np.repeat(rowptr[long_rows], per_row) + within * params["CHUNK"]).astype(np.int32)
-    arrays = {
-        "long_rows": long_rows if len(long_rows) else np.zeros(1, np.int32),
-        "chunk_long_index": chunk_long_index if len(chunk_long_index) else np.zeros(1, np.int32),
-        "chunk_start": chunk_start if len(chunk_start) else np.zeros(1, np.int32),
-    }
-    return arrays, {"n_long_rows": len(long_rows), "n_long_chunks": len(chunk_start)}, per_row
-
-
-def long_row_chunks(problem: Problem, params: dict[str, int]) -> Prepared:
-    """Rows longer than LONG_ROW, cut into chunks of CHUNK nonzeros (row index and start per chunk)."""
-    arrays, symbols, _ = _long_row_chunks(problem, params)
-    return arrays, symbols
-
-
-def long_row_chunk_ptr(problem: Problem, params: dict[str, int]) -> Prepared:
-    """long_row_chunks plus long_chunk_ptr (long row i owns chunks long_chunk_ptr[i] .. long_chunk_ptr[i+1])
-    and multi_rows, the indices i of the long rows with more than one chunk (n_multi_rows of them)."""
-    arrays, symbols, per_row = _long_row_chunks(problem, params)
-    ptr = np.zeros(len(per_row) + 1, dtype=np.int64)
-    np.cumsum(per_row, out=ptr[1:])
-    arrays["long_chunk_ptr"] = ptr.astype(np.int32)
-    multi = np.flatnonzero(per_row > 1).astype(np.int32)
-    arrays["multi_rows"] = multi if len(multi) else np.zeros(1, np.int32)
-    symbols["n_multi_rows"] = len(multi)
-    return arrays, symbols
+from sparseditto.tools.families.base import Prepared, Problem
 
 
 def row_group_keys(rowptr: np.ndarray, colind: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
@@ -94,7 +50,3 @@ def row_group_union(problem: Problem, params: dict[str, int]) -> Prepared:
     return arrays, {"n_groups": n_groups, "max_union": max_union}
 
 
-PREPARATIONS: dict[str, Callable[[Problem, dict[str, int]], Prepared]] = {
-    "long_row_chunk_ptr": long_row_chunk_ptr,
-    "row_group_union": row_group_union,
-}

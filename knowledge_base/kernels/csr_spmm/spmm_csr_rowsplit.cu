@@ -23,6 +23,9 @@ parameters:
   VW: [1, 2, 4, 8]
   WARPS: [2, 4, 8, 16]
   UNROLL: [2, 4, 8]
+constraints:  # over the parameters and the problem symbols; a choice breaking one is never tried
+  - "VW * value_bytes <= 16"
+  - "value_bytes == 4 or VW >= 2"
 kernels:
   - entry: spmm_csr_rowsplit
     grid: ["ceil_div(M, WARPS)", "ceil_div(N, 32 * VW)", "1"]

@@ -1,0 +1,304 @@
+"""What the CSR families (SpMV, SpMM) share: the spec fields and patterns, the matrix of a spec in canonical
+CSR, its structural features, shapes, the launcher written into a run folder, and the experience key."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import hashlib
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Literal
+
+import numpy as np
+import scipy.sparse as sp
+from pydantic import Field, model_validator
+
+from sparseditto.spec import SpecBase, Strict
+from sparseditto.tools.dtypes import dtype as dtype_info
+from sparseditto.tools.dtypes import to_float64, to_storage
+from sparseditto.tools.families.base import Output, Problem, ProblemFamily
+from sparseditto.tools.launch_script import launch_table
+from sparseditto.tools.matrices import generate_csr, load_matrix_file, matrix_shape, row_lengths
+
+if TYPE_CHECKING:
+    from sparseditto.tools.contract import KernelCandidate
+
+KERNELS_ROOT = Path(__file__).resolve().parents[2] / "knowledge_base" / "kernels"
+# largest allowed ||out - ref|| / ||ref|| by value type (fp32 sums of many terms; 16-bit values rounded once)
+TOLERANCE = {"fp32": 1e-5, "fp16": 2e-3, "bf16": 1e-2}
+CSR_OPERATIONS = {"spmv", "spmm"}
+
+
+class UnstructuredPattern(Strict):
+    """Random nonzeros. Row lengths: equal (`uniform`), heavy-tailed (`power_law`) or near the diagonal (`banded`)."""
+
+    kind: Literal["unstructured"] = "unstructured"
+    distribution: Literal["uniform", "power_law", "banded"] = "uniform"
+    density: Annotated[float, Field(gt=0, le=1)] | None = None
+    nnz_per_row: Annotated[float, Field(gt=0)] | None = None
+    power_law_exponent: Annotated[float, Field(gt=1.5, le=4)] = 2.5
+
+    @model_validator(mode="after")
+    def _one_density(self) -> "UnstructuredPattern":
+        if (self.density is None) == (self.nnz_per_row is None):
+            raise ValueError("give exactly one of 'density' (0 < d <= 1) or 'nnz_per_row' (> 0)")
+        return self
+
+    def mean_row_length(self, K: int) -> float:
+        """Nonzeros per row on average, whichever of density and nnz_per_row was given."""
+        return self.nnz_per_row if self.nnz_per_row is not None else self.density * K
+
+
+class MatrixFilePattern(Strict):
+    """A real matrix: Matrix Market (.mtx) or SciPy sparse (.npz). Its shape sets M and K."""
+
+    kind: Literal["matrix_file"] = "matrix_file"
+    path: Path
+
+
+CsrPattern = Annotated[UnstructuredPattern | MatrixFilePattern, Field(discriminator="kind")]
+
+
+class CsrSpecFields(SpecBase):
+    """M x K is the sparse matrix A (its file's shape for a matrix file)."""
+
+    pattern: CsrPattern
+    M: Annotated[int, Field(ge=1, le=1 << 30)] | None = None
+    K: Annotated[int, Field(ge=1, le=1 << 30)] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_pattern_kind(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("pattern"), dict) and "kind" not in data["pattern"]:
+            data = {**data, "pattern": {**data["pattern"], "kind": "unstructured"}}
+        return data
+
+    @model_validator(mode="after")
+    def _shapes(self) -> "CsrSpecFields":
+        if isinstance(self.pattern, MatrixFilePattern):
+            return self
+        if self.M is None or self.K is None:
+            raise ValueError("M and K are required unless the pattern is a matrix file")
+        per_row = self.pattern.mean_row_length(self.K)
+        if per_row > self.K:
+            raise ValueError(f"nnz_per_row {per_row:g} exceeds K = {self.K}")
+        if per_row * self.M > 2**31 - 1:
+            raise ValueError("more than 2^31-1 nonzeros: int32 CSR indices cannot hold this matrix")
+        return self
+
+
+def claims_csr(data: Mapping[str, Any], operation: str) -> bool:
+    pattern = data.get("pattern")
+    kind = pattern.get("kind", "unstructured") if isinstance(pattern, dict) else None
+    return data.get("operation") == operation and kind in {"unstructured", "matrix_file"}
+
+
+def spec_matrix_shape(spec: CsrSpecFields) -> tuple[int, int, int]:
+    """(M, K, expected nnz) of the spec's sparse matrix."""
+    if isinstance(spec.pattern, MatrixFilePattern):
+        return matrix_shape(spec.pattern)
+    per_row = spec.pattern.mean_row_length(spec.K)
+    return spec.M, spec.K, int(round(per_row * spec.M))
+
+
+def spec_matrix(spec: CsrSpecFields, rng: np.random.Generator, M: int | None = None, K: int | None = None) -> sp.csr_matrix:
+    """The sparse matrix for one trial; a file matrix keeps its pattern (cut to M x K) and gets fresh values per seed."""
+    if isinstance(spec.pattern, MatrixFilePattern):
+        mat = load_matrix_file(spec.pattern)
+        if M is not None and (M, K) != mat.shape:
+            mat = mat[:M, :K].tocsr()
+        mat.data = rng.uniform(-1.0, 1.0, size=mat.nnz).astype(np.float32)
+        return mat
+    sM, sK, _ = spec_matrix_shape(spec)
+    return generate_csr(spec.pattern, M or sM, K or sK, np.float32, rng)
+
+
+def csr_bytes(M: int, nnz: int, dtype: str) -> int:
+    return 4 * (M + 1) + nnz * (4 + dtype_info(dtype).bytes)
+
+
+def row_length_features(lengths: np.ndarray, M: int, K: int, nnz: int) -> dict[str, float]:
+    mean = float(lengths.mean()) if len(lengths) else 0.0
+    return {
+        "rows": float(M),
+        "cols": float(K),
+        "nnz": float(nnz),
+        "mean_row": mean,
+        "max_row": float(lengths.max()) if len(lengths) else 0.0,
+        "row_cv": float(lengths.std() / mean) if mean else 0.0,
+        "density": nnz / (M * K) if M and K else 0.0,
+    }
+
+
+class CsrFamily(ProblemFamily):
+    """A CSR matrix A times a dense operand; subclasses name the operand and the output and add their strategies."""
+
+    format: ClassVar[str] = "csr"
+    dense_name: ClassVar[str]
+    output_name: ClassVar[str]
+
+    @classmethod
+    def claims(cls, data: Mapping[str, Any]) -> bool:
+        return claims_csr(data, cls.operation)
+
+    def dense_columns(self, spec: SpecBase) -> int:
+        """N: the dense operand's width (1 for a vector)."""
+        return 1
+
+    def symbols(self, spec: SpecBase) -> dict[str, int]:
+        M, K, nnz = spec_matrix_shape(spec)
+        return {"M": M, "K": K, "N": self.dense_columns(spec), "nnz": nnz}
+
+    def make_problem(self, spec: SpecBase, seed: int, shape: Mapping[str, int] | None = None) -> Problem:
+        rng = np.random.default_rng(seed)
+        M, K = (shape["M"], shape["K"]) if shape else (None, None)
+        N = shape.get("N", self.dense_columns(spec)) if shape else self.dense_columns(spec)
+        mat = spec_matrix(spec, rng, M, K)
+        M, K = mat.shape
+        dense_shape = (K,) if self.operation == "spmv" else (K, N)
+        inputs = {
+            "rowptr": mat.indptr.astype(np.int32),
+            "colind": mat.indices.astype(np.int32),
+            "values": to_storage(mat.data, spec.dtype),
+            self.dense_name: to_storage(rng.uniform(-1.0, 1.0, size=dense_shape).astype(np.float32), spec.dtype),
+        }
+        out_shape = (M,) if self.operation == "spmv" else (M, N)
+        return Problem(
+            dtype=spec.dtype,
+            symbols={"M": M, "K": K, "N": N, "nnz": mat.nnz},
+            inputs=inputs,
+            input_dtypes={"rowptr": "int32", "colind": "int32", "values": spec.dtype, self.dense_name: spec.dtype},
+            outputs={self.output_name: Output(out_shape, spec.dtype, spec.tolerance or TOLERANCE[spec.dtype])},
+        )
+
+    def reference(self, problem: Problem) -> dict[str, np.ndarray]:
+        s, d = problem.symbols, problem.dtype
+        A = sp.csr_matrix((to_float64(problem.inputs["values"], d), problem.inputs["colind"], problem.inputs["rowptr"]),
+                          shape=(s["M"], s["K"]))
+        return {self.output_name: np.asarray(A @ to_float64(problem.inputs[self.dense_name], d))}
+
+    def flops(self, symbols: Mapping[str, int]) -> float:
+        return 2.0 * symbols["nnz"] * symbols["N"]
+
+    def min_bytes(self, symbols: Mapping[str, int], dtype: str) -> float:
+        dense = (symbols["K"] + symbols["M"]) * symbols["N"] * dtype_info(dtype).bytes
+        return csr_bytes(symbols["M"], symbols["nnz"], dtype) + dense
+
+    def tiny_shape(self, spec: SpecBase) -> dict[str, int]:
+        return {"M": 64, "K": 64, "N": min(self.dense_columns(spec), 8)}
+
+    def sanitizer_shape(self, spec: SpecBase) -> dict[str, int]:
+        s = self.symbols(spec)
+        return {"M": min(s["M"], 301), "K": min(s["K"], 263), "N": min(s["N"], 61)}
+
+    def held_out_shapes(self, spec: SpecBase, rng: np.random.Generator) -> list[dict[str, int]]:
+        """A file matrix keeps its pattern (rows cut to a drawn count); a generated one gets a drawn shape."""
+        M, K, _ = spec_matrix_shape(spec)
+        N = self.dense_columns(spec)
+        held_N = N if self.operation == "spmv" else max(1, N - int(rng.integers(1, 8)) if N > 8 else N + int(rng.integers(1, 8)))
+        if isinstance(spec.pattern, MatrixFilePattern):
+            return [{"M": M, "K": K, "N": held_N}]
+        return [{"M": max(1, M // 2 + int(rng.integers(1, 64))), "K": max(1, K // 2 + int(rng.integers(1, 64))), "N": held_N}]
+
+    # -- planning ----------------------------------------------------------------------------------
+    def matrix_and_lengths(self, spec: SpecBase, need_matrix: bool) -> tuple[sp.csr_matrix | None, np.ndarray]:
+        """The spec's matrix (a file's, or one generated with the spec's seed) when needed, and its row lengths."""
+        rng = np.random.default_rng(spec.seed)
+        if isinstance(spec.pattern, MatrixFilePattern):
+            matrix = load_matrix_file(spec.pattern)
+            return matrix, np.diff(matrix.indptr)
+        M, K, _ = spec_matrix_shape(spec)
+        if need_matrix:
+            matrix = generate_csr(spec.pattern, M, K, np.float32, rng)
+            return matrix, np.diff(matrix.indptr)
+        return None, row_lengths(spec.pattern, M, K, rng)
+
+    def features(self, spec: SpecBase) -> dict[str, float]:
+        _, lengths = self.matrix_and_lengths(spec, need_matrix=False)
+        M, K, nnz = spec_matrix_shape(spec)
+        return row_length_features(lengths, M, K, nnz)
+
+    # -- artifacts and experience ------------------------------------------------------------------
+    def experience_key(self, spec: SpecBase) -> dict[str, Any]:
+        """A matrix file counts by its contents, not its path."""
+        key = super().experience_key(spec)
+        if isinstance(spec.pattern, MatrixFilePattern):
+            key["pattern"] = {"kind": "matrix_file", "sha256": hashlib.sha256(Path(spec.pattern.path).read_bytes()).hexdigest()}
+        return key
+
+    def experience_distance(self, spec: SpecBase, other: SpecBase) -> float:
+        """Shapes and densities apart in log scale."""
+        def density(s: SpecBase) -> float:
+            M, K, nnz = spec_matrix_shape(s)
+            return max(nnz, 1) / (M * K)
+        return super().experience_distance(spec, other) + abs(math.log(density(spec) / density(other)))
+
+    def launcher(self, candidate: KernelCandidate, spec: SpecBase, arch: str) -> str:
+        return csr_launcher(candidate, spec, arch, self.dense_name, self.output_name, self.operation)
+
+
+def csr_launcher(candidate: KernelCandidate, spec: SpecBase, arch: str, operand: str, out: str, operation: str) -> str:
+    vector = operation == "spmv"
+    prepare = (
+        "def prepare(rowptr, colind, values):\n"
+        f"    \"\"\"The one-time format preparation {candidate.preparation!r}, done by the installed sparseditto package.\"\"\"\n"
+        "    from sparseditto.tools.families import get_family\n"
+        "    from sparseditto.tools.families.base import Problem\n"
+        "    host = {'rowptr': cp.asnumpy(rowptr), 'colind': cp.asnumpy(colind), 'values': cp.asnumpy(values)}\n"
+        "    problem = Problem(dtype=DTYPE, symbols={}, inputs=host, input_dtypes={}, outputs={})\n"
+        f"    arrays, symbols = get_family({spec.family!r}).preparations[{candidate.preparation!r}](problem, PARAMS)\n"
+        "    return {k: cp.asarray(v) for k, v in arrays.items()}, symbols\n"
+    ) if candidate.preparation else "def prepare(rowptr, colind, values):\n    return {}, {}\n"
+    return f'''"""Run {candidate.label()} on your own CSR matrix with CuPy.
+
+    from launch import run
+    {out} = run(rowptr, colind, values, {operand})   # CuPy arrays: int32 CSR (sorted columns), {spec.dtype} values
+
+16-bit values are passed as raw bits (cupy.uint16) for bf16 and as cupy.float16 for fp16.
+"""
+from pathlib import Path
+
+import cupy as cp
+import numpy as np
+
+DTYPE = {spec.dtype!r}
+PARAMS = {dict(candidate.parameters)!r}
+OPTIONS = ("--gpu-architecture={arch}", "--std=c++17")
+SOURCE = (Path(__file__).parent / "kernel.cu").read_text()
+
+
+def ceil_div(a, b):
+    return -(-a // b)
+
+
+{launch_table(candidate)}
+
+
+{prepare}
+_module = None
+
+
+def run(rowptr, colind, values, {operand}, prepared=None):
+    """One call of the kernel sequence; pass `prepared=prepare(rowptr, colind, values)` to reuse the preparation."""
+    global _module
+    if _module is None:
+        _module = cp.RawModule(code=SOURCE, options=OPTIONS, backend="nvrtc")
+    M = len(rowptr) - 1
+    K = {"len(x)" if vector else "B.shape[0]"}
+    N = {"1" if vector else "B.shape[1]"}
+    arrays, extra = prepared if prepared is not None else prepare(rowptr, colind, values)
+    {out} = cp.empty({"(M,)" if vector else "(M, N)"}, dtype=values.dtype)
+    s = {{"M": M, "K": K, "N": N, "nnz": len(colind), "value_bytes": values.dtype.itemsize,
+         "num_sms": cp.cuda.Device().attributes["MultiProcessorCount"], **PARAMS, **extra}}
+    buffers = {{"rowptr": rowptr, "colind": colind, "values": values, {operand!r}: {operand}, {out!r}: {out}, **arrays}}
+    for name, (kind, size) in WORKSPACE.items():
+        buffers[name] = cp.empty(size(s), dtype={{"fp32": cp.float32, "int32": cp.int32, "value": values.dtype}}[kind])
+    for entry, grid, block, smem, args in LAUNCHES:
+        fn = _module.get_function(entry)
+        if smem(s) > 48 * 1024:
+            fn.max_dynamic_shared_size_bytes = smem(s)
+        fn(grid(s), block(s), tuple(buffers[a] if a in buffers else np.int32(s[a]) for a in args), shared_mem=smem(s))
+    return {out}
+'''
