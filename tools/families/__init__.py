@@ -8,6 +8,7 @@ package whose `FAMILY` is a `ProblemFamily`; nothing else needs editing to add o
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import os
@@ -34,7 +35,8 @@ def _from_folder(folder: Path) -> ProblemFamily:
     """Import a family package that lives outside the installed tree, under a private module name."""
     if not (folder / "__init__.py").is_file():
         raise SpecError(f"{FAMILY_PATH_ENV}: {folder} is not a family package (no __init__.py)")
-    module_name = f"sparseditto_family_{folder.name}"
+    # one module per folder: two folders of the same name (two checkouts, two test runs) never share one
+    module_name = f"sparseditto_family_{folder.name}_{hashlib.sha256(str(folder).encode()).hexdigest()[:8]}"
     if module_name not in sys.modules:
         spec = importlib.util.spec_from_file_location(module_name, folder / "__init__.py",
                                                       submodule_search_locations=[str(folder)])
