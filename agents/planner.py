@@ -18,7 +18,7 @@ from sparseditto.tools.families import get_family
 log = structlog.get_logger(__name__)
 
 
-def matrix_features(spec: Spec) -> dict[str, float]:
+def spec_features(spec: Spec) -> dict[str, float]:
     """The family's structural features of the spec (computed once per run by the caller)."""
     return get_family(spec.family).features(spec)
 

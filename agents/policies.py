@@ -22,7 +22,7 @@ from sparseditto.agents.llm_planner import llm_plan
 from sparseditto.agents.llm_reviewer import llm_review
 from sparseditto.agents.llm_structured import Answer
 from sparseditto.agents.llm_trace import Step
-from sparseditto.agents.planner import matrix_features, offline_plan
+from sparseditto.agents.planner import spec_features, offline_plan
 from sparseditto.agents.reviewer import offline_review
 from sparseditto.agents.schemas import Choice, Plan, References, Verdict, tried_choices
 from sparseditto.settings import Role, Settings
@@ -78,7 +78,7 @@ def _step(role: Role, iteration: int, policy: str, llm: LLM, budget_spent: str |
 
 
 def plan_step(spec: Spec, policy: str, llm: LLM, budget_spent: str | None = None) -> tuple[Plan, Step | None]:
-    feats = matrix_features(spec)
+    feats = spec_features(spec)
     return _step("planner", 0, policy, llm, budget_spent,
                  lambda m: llm_plan(m, spec, feats, llm.settings), lambda: offline_plan(spec, feats),
                  lambda p: ", ".join(s.kernel for s in p.strategies))

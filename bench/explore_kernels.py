@@ -20,7 +20,7 @@ import numpy as np
 from sparseditto.knowledge_base.library import get_kernel
 from sparseditto.spec import load_spec
 from sparseditto.tools.compiler import DTYPE_CODES, compile_source
-from sparseditto.tools.families import FAMILIES
+from sparseditto.tools.families import get_family
 from sparseditto.tools.families.base import to_float64
 from sparseditto.tools.correctness import rel_error
 from sparseditto.tools.runner import Launcher, device_info
@@ -62,7 +62,7 @@ def main(out_dir: str, spec_paths: list[str]) -> None:
     tmp = Path(tempfile.mkdtemp())
     for path in spec_paths:
         spec = load_spec(path)
-        family = FAMILIES[spec.family]
+        family = get_family(spec.family)
         problem = family.make_problem(spec, seed=12345)
         ref = family.reference(problem)
         tol = family.tolerance(spec.dtype)

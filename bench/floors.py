@@ -20,7 +20,7 @@ import cupy as cp
 import numpy as np
 
 from sparseditto.spec import load_spec
-from sparseditto.tools.families import FAMILIES
+from sparseditto.tools.families import get_family
 from sparseditto.tools.runner import device_info
 from sparseditto.tools.timing import L2Flusher, device_copy_bandwidth, time_call
 
@@ -79,7 +79,7 @@ def smem_rate(module, sms: int, flush) -> list[dict]:
 
 def gather_rate(module, sms: int, flush) -> list[dict]:
     spec = load_spec(ROOT / "examples" / "spmv_fp32_uniform.yaml")
-    problem = FAMILIES[spec.family].make_problem(spec, seed=777)
+    problem = get_family(spec.family).make_problem(spec, seed=777)
     colind = problem.inputs["colind"]
     K = problem.symbols["K"]
     quads = len(colind) // 4
@@ -110,7 +110,7 @@ def main(out_dir: str) -> None:
     spmm_bytes = {}
     for name in ("spmm_fp32_1pct", "spmm_fp32_5pct", "spmm_fp16_1pct", "spmm_fp16_5pct"):
         spec = load_spec(ROOT / "examples" / f"{name}.yaml")
-        sym = FAMILIES[spec.family].symbols(spec)
+        sym = get_family(spec.family).symbols(spec)
         b = sym["nnz"] * sym["N"] * (4 if spec.dtype == "fp32" else 2)
         spmm_bytes[name] = {"b_bytes_through_l1_or_smem": b, "floor_us": b / best / 1e6}
     result = {"device": info, "copy_bandwidth": copy_bw, "smem": smem, "gathers": gathers, "spmm_floors": spmm_bytes}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 
 from sparseditto.agents.planner import is_valid_choice, offline_plan
+from sparseditto.tools.families import get_family
 from sparseditto.knowledge_base.library import ReferenceKernel
 from sparseditto.spec import Spec, parse_spec
 
@@ -22,11 +23,12 @@ def planner_starts(family: str, dtype: str) -> dict[str, dict[str, int]]:
 
 def middle_params(kernel: ReferenceKernel, dtype: str) -> dict[str, int]:
     params = {name: values[len(values) // 2] for name, values in kernel.parameters.items()}
+    symbols = get_family(kernel.family).symbols(family_spec(kernel.family, dtype))
     for name in ("VW", "KC"):
         values = list(kernel.parameters.get(name, ()))
-        while name in params and not is_valid_choice(kernel.name, params, dtype) and values.index(params[name]) > 0:
+        while name in params and not is_valid_choice(kernel.name, params, dtype, symbols) and values.index(params[name]) > 0:
             params[name] = values[values.index(params[name]) - 1]
-    assert is_valid_choice(kernel.name, params, dtype), (kernel.name, params)
+    assert is_valid_choice(kernel.name, params, dtype, symbols), (kernel.name, params)
     return params
 
 

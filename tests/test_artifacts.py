@@ -8,12 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sparseditto.artifacts import kernel_source, launcher_source
+from sparseditto.artifacts import kernel_source
 from sparseditto.knowledge_base.library import reference_kernels
 from sparseditto.spec import parse_spec
 from sparseditto.tools.compiler import compile_source
-from sparseditto.tools.families import FAMILIES
-from sparseditto.tools.preparations import PREPARATIONS
+from sparseditto.tools.families import get_family
 
 from kernel_params import starting_params
 
@@ -42,7 +41,7 @@ class NumpyAsCupy:
 def load_launcher(folder: Path, candidate, spec) -> dict:
     (folder / "kernel.cu").write_text(kernel_source(candidate, spec.dtype))
     path = folder / "launch.py"
-    path.write_text(launcher_source(candidate, spec, "sm_90"))
+    path.write_text(get_family(spec.family).launcher(candidate, spec, "sm_90"))
     namespace = {"__file__": str(path), "__name__": "launch"}
     exec(compile(path.read_text(), str(path), "exec"), namespace)
     namespace["cp"] = NumpyAsCupy()
@@ -71,11 +70,11 @@ def test_launch_py_matches_the_harness(kernel, dtype, tmp_path):
     assert launch["PARAMS"] == candidate.parameters
     assert launch["DTYPE"] == dtype
 
-    family = FAMILIES[kernel.family]
+    family = get_family(kernel.family)
     problem = family.make_problem(spec, seed=5)
     inputs = problem.inputs
     arrays, extra = launch["prepare"](inputs["rowptr"], inputs["colind"], inputs["values"])
-    expected_arrays, expected_extra = (PREPARATIONS[candidate.preparation](problem, candidate.parameters)
+    expected_arrays, expected_extra = (family.preparations[candidate.preparation](problem, candidate.parameters)
                                        if candidate.preparation else ({}, {}))
     assert set(arrays) == set(expected_arrays)
     for name, array in expected_arrays.items():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from llm.scripted import ScriptedChatModel, answer
 
 from sparseditto.agents.llm_planner import llm_plan
-from sparseditto.agents.planner import matrix_features
+from sparseditto.agents.planner import spec_features
 from sparseditto.agents.policies import LLM, plan_step
 from sparseditto.settings import Settings
 
@@ -21,13 +21,13 @@ def settings(**kw) -> Settings:
 
 def test_a_valid_answer_becomes_the_plan(tiny_spmm):
     model = ScriptedChatModel(script=[answer(GOOD, prompt=300, completion=80)])
-    result = llm_plan(model, tiny_spmm, matrix_features(tiny_spmm), settings())
+    result = llm_plan(model, tiny_spmm, spec_features(tiny_spmm), settings())
     plan = result.value
     assert [s.kernel for s in plan.strategies] == ["spmm_csr_smem_tile", "spmm_csr_rowsplit"]
     assert plan.strategies[0].space["WARPS"] == [8, 16]
     assert plan.strategies[0].space["KC"]  # parameters the model left out search every allowed value
     assert plan.acceptance.target_speedup == 1.8 and plan.acceptance.min_speedup == 1.0
-    assert plan.features == matrix_features(tiny_spmm)
+    assert plan.features == spec_features(tiny_spmm)
     assert plan.baselines == list(tiny_spmm.baselines)
     assert result.usage.total == 380 and len(result.attempts) == 1
     sent = model.text_of(0)
@@ -38,7 +38,7 @@ def test_a_valid_answer_becomes_the_plan(tiny_spmm):
 def test_an_unknown_kernel_is_sent_back_and_repaired(tiny_spmm):
     bad = {**GOOD, "strategies": [{**GOOD["strategies"][0], "kernel": "spmm_magic"}]}
     model = ScriptedChatModel(script=[answer(bad), answer(GOOD)])
-    result = llm_plan(model, tiny_spmm, matrix_features(tiny_spmm), settings())
+    result = llm_plan(model, tiny_spmm, spec_features(tiny_spmm), settings())
     assert result.value is not None and len(result.attempts) == 2
     assert "spmm_magic" in result.attempts[0].error and "not in the strategy vocabulary" in result.attempts[0].error
     repair = model.text_of(1)
@@ -49,7 +49,7 @@ def test_out_of_range_and_dtype_invalid_values_are_rejected(tiny_spmm):
     wide = {**GOOD, "strategies": [{"kernel": "spmm_csr_rowsplit", "start": {"VW": 8, "WARPS": 4, "UNROLL": 8}, "why": "x"}]}
     odd = {**GOOD, "strategies": [{"kernel": "spmm_csr_rowsplit", "start": {"VW": 4, "WARPS": 3, "UNROLL": 8}, "why": "x"}]}
     model = ScriptedChatModel(script=[answer(wide), answer(odd), answer("not json {")])
-    result = llm_plan(model, tiny_spmm, matrix_features(tiny_spmm), settings(llm_repair_attempts=2))
+    result = llm_plan(model, tiny_spmm, spec_features(tiny_spmm), settings(llm_repair_attempts=2))
     assert result.value is None
     errors = [a.error for a in result.attempts]
     assert "not valid for fp32" in errors[0]
@@ -67,6 +67,6 @@ def test_after_failed_repairs_the_offline_planner_plans_and_the_trace_says_so(ti
 
 def test_json_mode_puts_the_schema_in_the_prompt(tiny_spmm):
     model = ScriptedChatModel(script=[answer(GOOD)])
-    llm_plan(model, tiny_spmm, matrix_features(tiny_spmm), settings(llm_output_method="json_mode"))
+    llm_plan(model, tiny_spmm, spec_features(tiny_spmm), settings(llm_output_method="json_mode"))
     assert model.methods == ["json_mode"]
     assert "JSON Schema" in model.text_of(0) and "target_speedup" in model.text_of(0)

@@ -33,7 +33,7 @@ def test_strategies_start_inside_valid_spaces(spec):
         for name, value in s.start.items():
             assert value in s.space[name], (s.kernel, name)
             assert set(s.space[name]) <= set(kernel.parameters[name])
-        assert is_valid_choice(s.kernel, s.start, spec.dtype)
+        assert is_valid_choice(s.kernel, s.start, spec.dtype, plan.symbols)
         kernel.instantiate(s.start)
 
 
@@ -73,11 +73,19 @@ def test_rows_sharing_columns_lead_with_tensor_cores_for_16_bit_values():
 
 
 def test_tensor_core_column_tiles_past_n_are_not_valid_choices():
-    assert is_valid_choice("spmm_csr_tc_rowgroup", {"MT": 4, "WN": 4, "WK": 1, "KB": 2}, "fp16", n_cols=256)
-    assert not is_valid_choice("spmm_csr_tc_rowgroup", {"MT": 8, "WN": 4, "WK": 1, "KB": 2}, "fp16", n_cols=256)
-    assert not is_valid_choice("spmm_csr_tc_rowgroup", {"MT": 4, "WN": 8, "WK": 1, "KB": 2}, "fp16", n_cols=256)
-    assert is_valid_choice("spmm_csr_tc_rowgroup", {"MT": 16, "WN": 1, "WK": 1, "KB": 2}, "fp16", n_cols=8)
+    assert is_valid_choice("spmm_csr_tc_rowgroup", {"MT": 4, "WN": 4, "WK": 1, "KB": 2}, "fp16", {"N": 256})
+    assert not is_valid_choice("spmm_csr_tc_rowgroup", {"MT": 8, "WN": 4, "WK": 1, "KB": 2}, "fp16", {"N": 256})
+    assert not is_valid_choice("spmm_csr_tc_rowgroup", {"MT": 4, "WN": 8, "WK": 1, "KB": 2}, "fp16", {"N": 256})
+    assert is_valid_choice("spmm_csr_tc_rowgroup", {"MT": 16, "WN": 1, "WK": 1, "KB": 2}, "fp16", {"N": 8})
     plan = offline_plan(spmm("fp16", "banded"))
     assert plan.features["N"] == 64
     tc = next(s for s in plan.strategies if s.kernel == "spmm_csr_tc_rowgroup")
-    assert is_valid_choice(tc.kernel, tc.start, "fp16", n_cols=64)
+    assert is_valid_choice(tc.kernel, tc.start, "fp16", plan.symbols)
+
+
+def test_vector_widths_past_16_bytes_break_the_declared_constraint():
+    symbols = {"M": 8, "K": 8, "N": 64, "nnz": 8}
+    assert is_valid_choice("spmm_csr_rowsplit", {"VW": 4, "WARPS": 4, "UNROLL": 8}, "fp32", symbols)
+    assert not is_valid_choice("spmm_csr_rowsplit", {"VW": 8, "WARPS": 4, "UNROLL": 8}, "fp32", symbols)
+    assert is_valid_choice("spmm_csr_rowsplit", {"VW": 8, "WARPS": 4, "UNROLL": 8}, "fp16", symbols)
+    assert not is_valid_choice("spmm_csr_rowsplit", {"VW": 1, "WARPS": 4, "UNROLL": 8}, "bf16", symbols)

@@ -8,7 +8,9 @@ import re
 import pytest
 
 from sparseditto.knowledge_base.library import reference_kernels
-from sparseditto.tools.compiler import DTYPE_CODES, compile_source
+from sparseditto.tools.compiler import compile_source
+from sparseditto.tools.dtypes import dtype as dtype_info
+from sparseditto.tools.families import get_family
 from sparseditto.tools.verifier import check_geometry
 
 from kernel_params import family_spec, middle_params, starting_params
@@ -24,17 +26,18 @@ CASES = [
 
 
 def test_the_library_has_kernels_for_every_implemented_family():
-    from sparseditto.tools.families import FAMILIES
+    from sparseditto.tools.families import families
 
-    assert {k.family for k in reference_kernels()} >= set(FAMILIES)
+    assert {k.family for k in reference_kernels()} >= set(families())
 
 
 @pytest.mark.parametrize(("kernel", "dtype", "arch"), CASES)
 def test_reference_kernel_compiles_without_spills(kernel, dtype, arch):
     params = starting_params(kernel, dtype)
-    assert is_valid_choice(kernel.name, params, dtype), params
+    symbols = get_family(kernel.family).symbols(family_spec(kernel.family, dtype))
+    assert is_valid_choice(kernel.name, params, dtype, symbols), params
     candidate = kernel.instantiate(params)
-    result = compile_source(candidate.source, arch, candidate.defines(DTYPE_CODES[dtype]), name=f"{kernel.name}.cu")
+    result = compile_source(candidate.source, arch, candidate.defines(dtype_info(dtype).code), name=f"{kernel.name}.cu")
     assert result.ok, result.log[-3000:]
     entries = {launch.entry for launch in kernel.kernels}
     assert entries <= set(result.resources), f"entry points missing from the cubin: {entries - set(result.resources)}"

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from sparseditto.spec import UnstructuredPattern
+from sparseditto.tools.families.csr_common import UnstructuredPattern
 from sparseditto.tools.matrices import generate_csr, row_lengths
 
 
@@ -98,7 +98,7 @@ def test_same_seed_same_matrix():
 def test_a_symmetric_matrix_file_counts_both_triangles_and_each_caller_gets_its_own_copy(tmp_path):
     import scipy.io
 
-    from sparseditto.spec import MatrixFilePattern
+    from sparseditto.tools.families.csr_common import MatrixFilePattern
     from sparseditto.tools.matrices import load_matrix_file, matrix_shape
 
     lower = sp.coo_matrix(([1.0, 2.0, 3.0, 4.0], ([0, 1, 2, 3], [0, 0, 1, 2])), shape=(4, 4))

@@ -5,8 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sparseditto.tools.families.base import Problem, to_storage
-from sparseditto.tools.preparations import PREPARATIONS, long_row_chunks, row_group_union
+from sparseditto.tools.dtypes import to_storage
+from sparseditto.tools.families import get_family
+from sparseditto.tools.families.base import Output, Problem
+from sparseditto.tools.families.csr_spmm.preparations import row_group_union
+from sparseditto.tools.families.csr_spmv.preparations import long_row_chunk_ptr
 
 
 def csr_problem(lengths, dtype="fp32", seed=0):
@@ -20,7 +23,8 @@ def csr_problem(lengths, dtype="fp32", seed=0):
     values = to_storage(rng.uniform(-1, 1, size=nnz).astype(np.float32), dtype)
     return Problem(dtype=dtype, symbols={"M": len(lengths), "K": K, "N": 1, "nnz": nnz},
                    inputs={"rowptr": rowptr, "colind": colind, "values": values, "x": np.ones(K, np.float32)},
-                   output_name="y", output_shape=(len(lengths),))
+                   input_dtypes={"rowptr": "int32", "colind": "int32", "values": dtype, "x": "fp32"},
+                   outputs={"y": Output((len(lengths),), dtype, 1e-5)})
 
 
 LENGTHS = [3, 100, 0, 1000, 65, 64, 129, 7]
@@ -30,7 +34,7 @@ LENGTHS = [3, 100, 0, 1000, 65, 64, 129, 7]
 def test_long_row_chunks_cover_each_long_row_exactly(long_row, chunk):
     problem = csr_problem(LENGTHS)
     rowptr = problem.inputs["rowptr"]
-    arrays, symbols = long_row_chunks(problem, {"LONG_ROW": long_row, "CHUNK": chunk})
+    arrays, symbols = long_row_chunk_ptr(problem, {"LONG_ROW": long_row, "CHUNK": chunk})
 
     expected_long = [i for i, n in enumerate(LENGTHS) if n > long_row]
     assert symbols["n_long_rows"] == len(expected_long)
@@ -52,7 +56,7 @@ def test_long_row_chunks_cover_each_long_row_exactly(long_row, chunk):
 
 def test_long_row_chunks_without_long_rows_pads_arrays():
     problem = csr_problem([3, 5, 2])
-    arrays, symbols = long_row_chunks(problem, {"LONG_ROW": 64, "CHUNK": 256})
+    arrays, symbols = long_row_chunk_ptr(problem, {"LONG_ROW": 64, "CHUNK": 256})
     assert symbols == {"n_long_rows": 0, "n_long_chunks": 0}
     # kernels still get a valid (one-element) buffer for each array
     assert all(len(a) == 1 for a in arrays.values())
@@ -60,7 +64,7 @@ def test_long_row_chunks_without_long_rows_pads_arrays():
 
 def test_long_row_chunk_ptr_gives_each_long_row_its_chunks():
     problem = csr_problem(LENGTHS)
-    arrays, symbols = PREPARATIONS["long_row_chunk_ptr"](problem, {"LONG_ROW": 64, "CHUNK": 64})
+    arrays, symbols = long_row_chunk_ptr(problem, {"LONG_ROW": 64, "CHUNK": 64})
     ptr = arrays["long_chunk_ptr"]
     n_long = symbols["n_long_rows"]
     assert len(ptr) == n_long + 1
@@ -98,4 +102,4 @@ def test_every_preparation_named_by_a_reference_kernel_exists():
 
     for kernel in reference_kernels():
         if kernel.preparation:
-            assert kernel.preparation in PREPARATIONS, kernel.name
+            assert kernel.preparation in get_family(kernel.family).preparations, kernel.name

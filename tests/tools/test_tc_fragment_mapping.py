@@ -16,13 +16,13 @@ import pytest
 import scipy.sparse as sp
 
 from sparseditto.tools.families.base import Problem
-from sparseditto.tools.preparations import row_group_union
+from sparseditto.tools.families.csr_spmm.preparations import row_group_union
 
 
 def emulate(A: sp.csr_matrix, B: np.ndarray, MT: int) -> np.ndarray:
     M, N = A.shape[0], B.shape[1]
     prob = Problem(dtype="fp32", symbols={}, inputs={"rowptr": A.indptr.astype(np.int32), "colind": A.indices.astype(np.int32)},
-                   output_name="C", output_shape=(M, N))
+                   input_dtypes={}, outputs={})
     arr, sym = row_group_union(prob, {})
     stride, CPT = sym["max_union"] + 8, 2 * MT
     C = np.full((M, N), np.nan)
