@@ -37,8 +37,10 @@ def offline_plan(spec: Spec, feats: dict[str, float] | None = None) -> Plan:
         if broken := kernel.violated(start.start, symbols, spec.dtype):
             log.warning("strategy_start_invalid", kernel=start.kernel, constraint=broken)
             continue
-        strategies.append(Strategy(kernel=start.kernel, start=start.start, why=start.why,
-                                   space={p: list(v) for p, v in kernel.parameters.items()}))
+        # each parameter's declared values that keep the constraints with the others at their start
+        space = {p: [v for v in values if kernel.violated({**start.start, p: v}, symbols, spec.dtype) is None]
+                 for p, values in kernel.parameters.items()}
+        strategies.append(Strategy(kernel=start.kernel, start=start.start, why=start.why, space=space))
     return Plan(
         family=family.name,
         format=family.format,

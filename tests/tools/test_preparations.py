@@ -57,7 +57,7 @@ def test_long_row_chunks_cover_each_long_row_exactly(long_row, chunk):
 def test_long_row_chunks_without_long_rows_pads_arrays():
     problem = csr_problem([3, 5, 2])
     arrays, symbols = long_row_chunk_ptr(problem, {"LONG_ROW": 64, "CHUNK": 256})
-    assert symbols == {"n_long_rows": 0, "n_long_chunks": 0}
+    assert symbols == {"n_long_rows": 0, "n_long_chunks": 0, "n_multi_rows": 0}
     # kernels still get a valid (one-element) buffer for each array
     assert all(len(a) == 1 for a in arrays.values())
 
