@@ -20,8 +20,9 @@ import numpy as np
 from sparseditto.knowledge_base.library import get_kernel
 from sparseditto.spec import load_spec
 from sparseditto.tools.compiler import DTYPE_CODES, compile_source
+from sparseditto.tools.baselines import baseline_calls
 from sparseditto.tools.families import get_family
-from sparseditto.tools.families.base import to_float64
+from sparseditto.tools.dtypes import to_float64
 from sparseditto.tools.correctness import rel_error
 from sparseditto.tools.runner import Launcher, device_info
 from sparseditto.tools.timing import L2Flusher, device_copy_bandwidth, time_call
@@ -64,7 +65,7 @@ def main(out_dir: str, spec_paths: list[str]) -> None:
         spec = load_spec(path)
         family = get_family(spec.family)
         problem = family.make_problem(spec, seed=12345)
-        ref = family.reference(problem)
+        (ref,) = family.reference(problem).values()
         tol = family.tolerance(spec.dtype)
         floor_us = family.min_bytes(problem.symbols, spec.dtype) / copy_bw * 1e6
         print(f"\n== {spec.name}: {problem.symbols} floor {floor_us:.1f} us", flush=True)
@@ -97,7 +98,7 @@ def main(out_dir: str, spec_paths: list[str]) -> None:
             else:
                 del launcher
         device_inputs = {k: first.arrays[k] for k in problem.inputs}
-        for call in family.baselines(device_inputs, problem):
+        for call in baseline_calls(spec.family, spec.baselines, problem, device_inputs):
             call.run()
             cp.cuda.Device().synchronize()
             err = rel_error(to_float64(call.output.get(), spec.dtype), ref)
