@@ -17,7 +17,7 @@ from sparseditto.agents.llm_planner import check_choice, spec_text
 from sparseditto.agents.llm_prompts import prompt
 from sparseditto.agents.llm_schemas import ReviewAnswer
 from sparseditto.agents.llm_structured import Answer, ask, schema_instructions
-from sparseditto.agents.reviewer import best_iteration, describe
+from sparseditto.agents.reviewer import best_iteration, describe, measured_speedup
 from sparseditto.agents.schemas import Choice, Plan, Verdict
 from sparseditto.settings import Settings
 from sparseditto.spec import Spec
@@ -81,7 +81,7 @@ def to_verdict(answer: ReviewAnswer, spec: Spec, plan: Plan, iterations: list[di
     best_no = best["iteration"] if best else None
     backend = iterations[-1]["backend"]
     if answer.decision == "accept":
-        speedup = ((best or {}).get("report", {}).get("measurement") or {}).get("speedup_vs_best")
+        speedup = measured_speedup(best)
         if not plan.acceptance.acceptable(speedup):
             raise ValueError(f"decision: accept needs a correct, measured candidate faster than the best baseline "
                              f"(more than {plan.acceptance.min_speedup}x); there is none yet: revise or stop")

@@ -26,6 +26,12 @@ def best_iteration(iterations: list[dict[str, Any]]) -> dict[str, Any] | None:
     return compiled[0] if compiled else None
 
 
+def measured_speedup(iteration: dict[str, Any] | None) -> float | None:
+    """An iteration's speedup over the best baseline, when it was measured against one."""
+    report = VerificationReport.model_validate(iteration["report"]) if iteration else None
+    return report.measurement.speedup_vs_best if report and report.measurement else None
+
+
 def describe(report: VerificationReport) -> str:
     """One line on the outcome of a candidate: its first failure, or its speed against the baseline."""
     failure = next((f for f in report.feedback if f.status in {"failed", "error"}), None)
@@ -78,7 +84,7 @@ def offline_review(plan: Plan, iterations: list[dict[str, Any]], dtype: str, bac
         return Verdict(decision="compiled_only", diagnosis="no CUDA device: candidates compiled, nothing executed",
                        best_iteration=best["iteration"] if best else None)
 
-    speedup = (best["report"]["measurement"] or {}).get("speedup_vs_best") if best else None
+    speedup = measured_speedup(best)
     last_speedup = (last.measurement.speedup_vs_best or 0.0) if last.measurement else 0.0
     if (plan.reuse is not None and Choice.model_validate(iterations[-1]["choice"]) == plan.reuse and last.correct
             and plan.acceptance.acceptable(last_speedup)):
