@@ -1,21 +1,24 @@
-"""The kernel contract: what a candidate is. A candidate is data, never host code.
+"""The kernel contract (v2): what a candidate is. A candidate is data, never host code.
 
 Device source with `extern "C" __global__` entry points, integer template parameters (compiled in as
-`-D` macros), compile options from an allow-list, and a declarative launch sequence whose grid, block
-and shared memory are expressions over problem symbols and parameters. The runner, not the candidate,
-prepares inputs, allocates workspaces and launches.
+`-D` macros), compile options from an allow-list, and a declarative launch sequence: grid, block, cluster
+and dynamic shared memory as expressions over problem symbols and parameters; typed arguments (device
+arrays, int32/int64/float32 scalars, TMA tensor maps passed by value); workspaces with an element type
+and a size expression; tensor maps declared over an array (box, element strides, swizzle); the
+accumulation type it promises. The runner, not the candidate, prepares inputs, allocates, encodes the
+tensor maps and launches; `sparseditto.tools.launch_check` checks every resource before that.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
+from sparseditto.tools.dtypes import DTYPES
 from sparseditto.tools.expr import evaluate
-from sparseditto.tools.families.base import VALUE_BYTES
 
 _OPTION_PATTERNS = (
     re.compile(r"^-lineinfo$"),
@@ -24,46 +27,98 @@ _OPTION_PATTERNS = (
     re.compile(r"^-D[A-Z_][A-Z0-9_]*=-?\d+$"),
 )
 _IDENT = r"^[A-Za-z_][A-Za-z0-9_]*$"
-MAX_THREADS_PER_BLOCK = 1024
-
-
-# the most dynamic shared memory one block may opt in to, by compute capability (CUDA programming guide)
-_MAX_SHARED_KIB = {80: 163, 86: 99, 87: 163, 89: 99, 90: 227}
-
-
-def max_shared_bytes_per_block(arch: str) -> int:
-    """The per-block shared-memory limit of an architecture (sm_90a counts as sm_90); 99 KiB when unknown."""
-    return _MAX_SHARED_KIB.get(int(re.sub(r"\D", "", arch)), 99) * 1024
+Identifier = Annotated[str, Field(pattern=_IDENT)]
+# An integer expression (tools/expr.py); YAML integers are taken as their text.
+Expr = Annotated[str, BeforeValidator(lambda v: str(v) if type(v) is int else v)]
+Dims3 = tuple[Expr, Expr, Expr]
+ScalarType = Literal["int32", "int64", "float32"]
+WorkspaceType = Literal["fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "int8", "int32", "int64", "value"]
+AccumulateType = Literal["fp32", "fp16", "bf16", "int32", "fp64"]
 
 
 def runner_symbols(dtype: str, sms: int) -> dict[str, int]:
     """Symbols the runner adds to every family's: the value size and the device's multiprocessor count."""
-    return {"value_bytes": VALUE_BYTES[dtype], "num_sms": sms}
+    return {"value_bytes": DTYPES[dtype].bytes, "num_sms": sms}
+
+
+class ScalarArg(BaseModel):
+    """A scalar argument with its C type given: a problem symbol or parameter (int32, int64) or a problem
+    scalar (float32). A plain name gets int32 for symbols and float32 for scalars."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: Identifier
+    type: ScalarType
+
+
+Arg = Identifier | ScalarArg
+
+
+def arg_name(arg: Arg) -> str:
+    return arg if isinstance(arg, str) else arg.name
 
 
 class KernelLaunch(BaseModel):
-    """One launch of the sequence: entry point, geometry expressions and argument names, in order."""
+    """One launch of the sequence: entry point, geometry expressions and arguments, in order.
+
+    Plain argument names are typed by what they name: an array (input, output, preparation's, workspace)
+    is a device pointer, a tensor map is passed by value (`const __grid_constant__ CUtensorMap`), a
+    symbol or parameter is an int32, a problem scalar a float32."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    entry: str = Field(pattern=_IDENT)
-    grid: tuple[str, str, str]
-    block: tuple[str, str, str]
-    shared_bytes: str = "0"
-    args: tuple[str, ...]
+    entry: Identifier
+    grid: Dims3
+    block: Dims3
+    # thread-block cluster dimensions (sm_90+); the grid must divide into clusters
+    cluster: Dims3 = ("1", "1", "1")
+    shared_bytes: Expr = "0"
+    args: tuple[Arg, ...]
 
 
 class Workspace(BaseModel):
-    """A scratch buffer the runner allocates (uninitialised: the kernels must write before reading)."""
+    """A scratch buffer the runner allocates (filled with 0xFF bytes: the kernels must write before reading).
+    `size` counts elements; `value` is the spec's value type."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    dtype: Literal["fp32", "int32", "value"]
-    size: str
+    dtype: WorkspaceType
+    size: Expr
+
+
+class TensorMap(BaseModel):
+    """A TMA tensor map over one of the arrays, encoded by the runner (cuTensorMapEncodeTiled).
+
+    Dimensions are listed innermost first, as the driver takes them. By default `dims` are the array's
+    shape reversed and `strides` its row-major byte strides (dimensions 1 and up); give both to view a
+    flat array (a workspace, a preparation's buffer) as a tensor."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    array: Identifier
+    box: Annotated[tuple[Expr, ...], Field(min_length=1, max_length=5)]
+    element_strides: tuple[Expr, ...] | None = None
+    swizzle: Literal["none", "32B", "64B", "128B"] = "none"
+    dims: tuple[Expr, ...] | None = None
+    strides: tuple[Expr, ...] | None = None
+    oob_fill: Literal["zero", "nan"] = "zero"
+    l2_promotion: Literal["none", "64B", "128B", "256B"] = "none"
+
+    @model_validator(mode="after")
+    def _ranks_agree(self) -> "TensorMap":
+        rank = len(self.box)
+        if self.element_strides is not None and len(self.element_strides) != rank:
+            raise ValueError(f"element_strides has {len(self.element_strides)} entries, the box {rank}")
+        if self.dims is not None and len(self.dims) != rank:
+            raise ValueError(f"dims has {len(self.dims)} entries, the box {rank}")
+        if self.strides is not None and len(self.strides) != rank - 1:
+            raise ValueError(f"strides lists dimensions 1 and up: {rank - 1} entries for rank {rank}")
+        if (self.dims is None) != (self.strides is None) and rank > 1:
+            raise ValueError("dims and strides are given together (or neither)")
+        return self
 
 
 class Geometry(BaseModel):
     entry: str
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
+    cluster: tuple[int, int, int] = (1, 1, 1)
     shared_bytes: int
 
 
@@ -78,6 +133,9 @@ class KernelCandidate(BaseModel):
     compile_options: tuple[str, ...] = ()
     kernels: tuple[KernelLaunch, ...]
     workspace: dict[str, Workspace] = {}
+    tensor_maps: dict[str, TensorMap] = {}
+    # the type the kernel accumulates in, promised for the per-element error bounds
+    accumulate: AccumulateType = "fp32"
     preparation: str | None = None
     origin: str = "reference"
 
@@ -97,6 +155,15 @@ class KernelCandidate(BaseModel):
                 raise ValueError(f"parameter {name!r}: names are upper-case identifiers")
         return params
 
+    @model_validator(mode="after")
+    def _distinct_names(self) -> "KernelCandidate":
+        for name in [*self.workspace, *self.tensor_maps]:
+            if not re.match(_IDENT, name):
+                raise ValueError(f"{name!r}: workspace and tensor-map names are identifiers")
+        if both := set(self.workspace) & set(self.tensor_maps):
+            raise ValueError(f"{sorted(both)}: a name is a workspace or a tensor map, not both")
+        return self
+
     def label(self) -> str:
         """Name plus parameters, the way reports and logs show a candidate."""
         params = ", ".join(f"{k}={v}" for k, v in sorted(self.parameters.items()))
@@ -106,22 +173,20 @@ class KernelCandidate(BaseModel):
         """The -D options that fix the parameters and the value type at compile time."""
         return [f"-DSD_DTYPE={dtype_code}"] + [f"-D{k}={v}" for k, v in sorted(self.parameters.items())]
 
+    def environment(self, symbols: Mapping[str, int]) -> dict[str, int]:
+        """What the expressions see: the problem's and runner's symbols, then the parameters."""
+        return {**symbols, **self.parameters}
+
     def geometry(self, symbols: Mapping[str, int]) -> list[Geometry]:
-        """Evaluate every launch's expressions; raises ExpressionError or ValueError on bad geometry."""
-        env = {**symbols, **self.parameters}
-        out = []
-        for k in self.kernels:
-            grid = tuple(evaluate(e, env) for e in k.grid)
-            block = tuple(evaluate(e, env) for e in k.block)
-            smem = evaluate(k.shared_bytes, env)
-            threads = block[0] * block[1] * block[2]
-            if min(grid) < 1 or min(block) < 1 or threads > MAX_THREADS_PER_BLOCK or smem < 0:
-                raise ValueError(f"{k.entry}: invalid launch grid={grid} block={block} shared={smem}")
-            if grid[1] > 65535 or grid[2] > 65535 or grid[0] > 2**31 - 1:
-                raise ValueError(f"{k.entry}: grid {grid} exceeds the device limits")
-            out.append(Geometry(entry=k.entry, grid=grid, block=block, shared_bytes=smem))
-        return out
+        """Every launch's expressions evaluated (raises ExpressionError); the limits are launch_check's."""
+        env = self.environment(symbols)
+        return [Geometry(entry=k.entry, grid=tuple(evaluate(e, env) for e in k.grid),
+                         block=tuple(evaluate(e, env) for e in k.block),
+                         cluster=tuple(evaluate(e, env) for e in k.cluster),
+                         shared_bytes=evaluate(k.shared_bytes, env))
+                for k in self.kernels]
 
     def workspace_sizes(self, symbols: Mapping[str, int]) -> dict[str, int]:
-        env = {**symbols, **self.parameters}
+        """Elements of each workspace (raises ExpressionError)."""
+        env = self.environment(symbols)
         return {name: evaluate(w.size, env) for name, w in self.workspace.items()}

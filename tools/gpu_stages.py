@@ -16,8 +16,6 @@ from typing import Any
 import structlog
 
 from sparseditto.settings import Settings
-from sparseditto.spec import Spec
-from sparseditto.tools.families import FAMILIES
 from sparseditto.tools.profiler import ProfileSummary, run_ncu, summarize
 from sparseditto.tools.results import Feedback
 from sparseditto.tools.runner import RunJob, RunResult
@@ -32,13 +30,6 @@ def keep_tool_output(name: str, text: str) -> None:
     if folder:
         Path(folder).mkdir(parents=True, exist_ok=True)
         (Path(folder) / name).write_text(text)
-
-
-def small_shape(spec: Spec) -> dict[str, int]:
-    """The sanitizer's instance: small (the tools slow kernels down by large factors) and not a multiple of any tile."""
-    symbols = FAMILIES[spec.family].symbols(spec)
-    caps = {"M": 301, "K": 263, "N": 61}
-    return {k: min(symbols[k], cap) for k, cap in caps.items() if k in symbols}
 
 
 def _child_command(job_file: Path, out_file: Path) -> list[str]:

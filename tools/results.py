@@ -15,7 +15,18 @@ Stage = Literal["static", "compile", "launch", "correctness", "sanitizer", "benc
 ErrorType = Literal[
     "forbidden_construct",  # static check: host API, library call, device-side launch, printf, trap ...
     "compile_error",
-    "invalid_launch",  # launch expressions do not evaluate or exceed the device limits
+    "invalid_launch",  # the declared preparation is unknown or fails on the instance
+    # the launch checks (tools/launch_check.py), each before anything runs:
+    "invalid_expression",  # a geometry, workspace or tensor-map expression does not evaluate
+    "grid_limit",  # grid dimensions below 1 or above the device's (x < 2**31, y and z <= 65535)
+    "block_limit",  # block dimensions (x, y <= 1024, z <= 64) or more than 1024 threads
+    "cluster_shape",  # cluster above 8 blocks, on a GPU without clusters, or the grid does not divide into it
+    "shared_memory_limit",  # static plus dynamic shared memory above the architecture's per-block limit
+    "register_limit",  # registers per thread times threads above the 64K registers of a block
+    "workspace_limit",  # a negative workspace size, or more than the cap in all
+    "unknown_argument",  # an argument that is no array, tensor map, symbol or scalar of the contract
+    "argument_type",  # a scalar passed as the wrong type, or a value that does not fit its type
+    "tensor_map_invalid",  # a tensor map the driver would refuse or that reaches past its array
     "timeout", "crash", "illegal_memory_access",
     "wrong_result",  # error far above the tolerance
     "precision_loss",  # close to the reference but outside the tolerance: arithmetic too coarse
@@ -50,7 +61,10 @@ class Trial(BaseModel):
     seed: int
     shape: dict[str, int]
     held_out: bool
-    rel_error: float | None
+    rel_error: float | None  # the largest of the outputs' relative errors
+    # each output's relative error (None: NaN/Inf or unwritten elements) and the first output that failed
+    errors: dict[str, float | None] = {}
+    failed_output: str | None = None
     unwritten: int = 0
     non_finite: int = 0
     inputs_unchanged: bool = True

@@ -16,17 +16,18 @@ from typing import Any, Protocol
 
 import structlog
 
+import numpy as np
+
 from sparseditto.spec import Spec
-from sparseditto.tools.compiler import DTYPE_CODES, CompileResult, compile_source
-from sparseditto.tools.contract import KernelCandidate, max_shared_bytes_per_block, runner_symbols
-from sparseditto.tools.expr import ExpressionError
-from sparseditto.tools.families import FAMILIES
-from sparseditto.tools.families.base import Problem
-from sparseditto.tools.preparations import PREPARATIONS
-from sparseditto.tools.gpu_stages import profile_stage, run_child, sanitizer_stage, small_shape
+from sparseditto.tools.compiler import CompileResult, KernelResources, compile_source
+from sparseditto.tools.contract import KernelCandidate, runner_symbols
+from sparseditto.tools.dtypes import DTYPES
+from sparseditto.tools.families import Problem, get_family
+from sparseditto.tools.gpu_stages import profile_stage, run_child, sanitizer_stage
+from sparseditto.tools.launch_check import DeviceLimits, LaunchRejected, check_sizes, plan_launch
 from sparseditto.tools.profiler import find_ncu
 from sparseditto.tools.results import NOT_EXECUTED_NO_GPU, Feedback, VerificationReport
-from sparseditto.tools.runner import RunJob, RunResult
+from sparseditto.tools.runner import RunJob, RunResult, array_infos, prepare, rejection
 from sparseditto.tools.sanitizer import find_sanitizer
 from sparseditto.tools.sass import SassCounts, analyse_cubin
 from sparseditto.tools.source_check import check_source
@@ -47,7 +48,7 @@ class Verifier(Protocol):
 def compile_candidate(candidate: KernelCandidate, spec: Spec, arch: str) -> tuple[CompileResult, Feedback]:
     """Always with -lineinfo (line tables only, the code is the same): the binary that is timed is the one the
     sanitizer checks, and its findings name source lines."""
-    options = dict.fromkeys([*candidate.defines(DTYPE_CODES[spec.dtype]), *candidate.compile_options, "-lineinfo"])
+    options = dict.fromkeys([*candidate.defines(DTYPES[spec.dtype].code), *candidate.compile_options, "-lineinfo"])
     result = compile_source(candidate.source, arch, list(options))
     if not result.ok:
         first_error = next((ln for ln in result.log.splitlines() if "error" in ln), result.log[:200])
@@ -63,42 +64,32 @@ def compile_candidate(candidate: KernelCandidate, spec: Spec, arch: str) -> tupl
 
 
 def tiny_problem(spec: Spec) -> Problem:
-    """A 64 x 64 instance of the spec's family: what launch checks and contract descriptions are made on."""
-    return FAMILIES[spec.family].make_problem(spec, seed=0, shape={"M": 64, "K": 64, "N": min(spec.N, 8)})
+    """The family's tiny instance: what launch checks and contract descriptions are made on."""
+    family = get_family(spec.family)
+    return family.make_problem(spec, seed=0, shape=family.tiny_shape(spec))
 
 
-def _invalid(message: str) -> Feedback:
-    return Feedback(stage="launch", status="failed", error_type="invalid_launch", message=message)
+# the multiprocessor count launch checks assume without a device (an H100/H200's); the runner uses the device's
+_CHECK_SMS = 132
 
 
-def check_geometry(candidate: KernelCandidate, spec: Spec, arch: str) -> Feedback | None:
-    """The launch sequence must evaluate and name only what the runner provides (arrays, symbols, workspaces),
-    and fit the architecture's per-block limits: checked on a tiny instance, its preparation included, before
-    anything runs."""
-    family = FAMILIES[spec.family]
+def check_geometry(candidate: KernelCandidate, spec: Spec, arch: str,
+                   resources: dict[str, KernelResources] | None = None) -> Feedback | None:
+    """Every launch resource checked before anything runs (tools/launch_check.py): on the tiny instance, its
+    preparation included, and, for a candidate without a preparation, the sizes at the spec's main shape.
+    The runner checks every instance again before its first launch."""
+    family = get_family(spec.family)
+    limits = DeviceLimits.for_arch(arch)
     tiny = tiny_problem(spec)
-    prepared: dict[str, Any] = {}
-    extra: dict[str, int] = {}
-    if candidate.preparation:
-        if candidate.preparation not in PREPARATIONS:
-            return _invalid(f"preparation {candidate.preparation!r} is not one of {sorted(PREPARATIONS)}")
-        try:
-            prepared, extra = PREPARATIONS[candidate.preparation](tiny, candidate.parameters)
-        except KeyError as exc:
-            return _invalid(f"preparation {candidate.preparation} needs the parameter {exc.args[0]}")
-    symbols = {**family.symbols(spec), **extra, **runner_symbols(spec.dtype, sms=132)}
-    known = {*tiny.inputs, tiny.output_name, *prepared, *candidate.workspace, *symbols}
-    for launch in candidate.kernels:
-        if unknown := [a for a in launch.args if a not in known]:
-            return _invalid(f"{launch.entry}: arguments {unknown} are not arrays, symbols or workspace names of the "
-                            f"contract; known: {', '.join(sorted(known))}")
     try:
-        geos = candidate.geometry(symbols)
-    except (ExpressionError, ValueError) as exc:
-        return _invalid(str(exc))
-    limit = max_shared_bytes_per_block(arch)
-    if too_big := [g.entry for g in geos if g.shared_bytes > limit]:
-        return _invalid(f"{too_big}: dynamic shared memory above the {limit // 1024} KiB per-block limit of {arch}")
+        prepared, extra = prepare(candidate, family, tiny)
+        symbols = {**tiny.symbols, **extra, **runner_symbols(spec.dtype, _CHECK_SMS)}
+        plan_launch(candidate, symbols, tiny.scalars, array_infos(tiny, prepared), spec.dtype, limits, resources)
+        if not candidate.preparation:
+            check_sizes(candidate, {**family.symbols(spec), **runner_symbols(spec.dtype, _CHECK_SMS)}, spec.dtype,
+                        limits, resources)
+    except LaunchRejected as exc:
+        return rejection(exc)
     return None
 
 
@@ -130,7 +121,7 @@ def check_and_compile(candidate: KernelCandidate, spec: Spec, arch: str) -> tupl
         return result, [fb], {}
     static, sass = static_analysis(result)
     feedback = [fb, static]
-    if bad := check_geometry(candidate, spec, arch):
+    if bad := check_geometry(candidate, spec, arch, result.resources):
         feedback.append(bad)
     return result, feedback, sass
 
@@ -185,14 +176,15 @@ class GpuVerifier:
         result, feedback, sass = check_and_compile(candidate, spec, spec.arch or self.arch)
         if result is None or any(f.status in {"failed", "error"} for f in feedback):
             return _report(candidate, self.backend, result, feedback, sass)
-        family = FAMILIES[spec.family]
+        family = get_family(spec.family)
         with tempfile.TemporaryDirectory(prefix="sparseditto-") as tmp:
             cubin = Path(tmp) / f"candidate-{secrets.token_hex(4)}.cubin"
             cubin.write_bytes(result.cubin or b"")
             seeds = [secrets.randbelow(2**31) for _ in range(self.trials)]
-            job = RunJob(candidate=candidate, spec=spec, cubin_path=str(cubin), seeds=seeds,
-                         held_out_shapes=family.held_out_shapes(spec), timing_seed=secrets.randbelow(2**31),
-                         runs=self.runs, small_shape=small_shape(spec))
+            held_out = family.held_out_shapes(spec, np.random.default_rng(secrets.randbits(64)))  # drawn per verification
+            job = RunJob(candidate=candidate, spec=spec, cubin_path=str(cubin), resources=result.resources, seeds=seeds,
+                         held_out_shapes=held_out, timing_seed=secrets.randbelow(2**31), runs=self.runs,
+                         small_shape=family.sanitizer_shape(spec))
             run = run_child(job, Path(tmp), self.timeout_s)
             if isinstance(run, Feedback):
                 return _report(candidate, self.backend, result, [*feedback, run], sass)

@@ -17,7 +17,7 @@ def trial(passed=True, held_out=False, order="candidate_first", rel=0.0, **kw) -
 
 def classify(trials, outputs):
     failed = next(t for t in trials if not t.passed)
-    return classify_failure(trials, failed, dict(enumerate(outputs)), TOL)[0]
+    return classify_failure(trials, failed, {i: {"C": pair} for i, pair in enumerate(outputs)}, {"C": TOL})[0]
 
 
 def test_zero_or_constant_output_is_far_off_whatever_the_scale():
@@ -60,3 +60,12 @@ def test_mutation_unwritten_and_nan_take_precedence():
     assert classify([trial(False, inputs_unchanged=False)], [(ref, ref)]) == "input_mutation"
     assert classify([trial(False, rel=None, unwritten=4)], [(ref, ref)]) == "unwritten_output"
     assert classify([trial(False, rel=None, non_finite=2)], [(ref, ref)]) == "non_finite_output"
+
+
+def test_the_failing_output_of_several_is_judged():
+    ref, other = RNG.normal(size=50), RNG.normal(size=30)
+    coarse = ref * (1 + RNG.normal(size=50) * 1e-3)
+    failed = trial(False, rel=rel_error(coarse, ref), errors={"rowsum": 0.0, "Y": rel_error(coarse, ref)}, failed_output="Y")
+    kind, message = classify_failure([failed], failed, {0: {"rowsum": (other, other), "Y": (coarse, ref)}},
+                                     {"rowsum": TOL, "Y": TOL})
+    assert kind == "precision_loss" and message.startswith("Y:")

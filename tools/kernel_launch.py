@@ -1,0 +1,80 @@
+"""Kernel parameters and the one launch path of every candidate launch: the driver's cuLaunchKernelEx.
+
+`KernelParams` holds a host copy of each argument (device pointers, int32/int64/float32 scalars, the
+128 bytes of an encoded tensor map, passed by value) and the array of pointers to them that the driver
+reads; building it needs no GPU. `DriverLaunch` launches a function loaded by CuPy (its CUfunction
+handle) with the launch configuration built once: grid, block, dynamic shared memory and, for clusters,
+the cluster-dimension attribute.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Mapping
+from typing import Any
+
+from sparseditto.tools.contract import Geometry
+from sparseditto.tools.launch_check import KernelArg
+from sparseditto.tools.tensormap import TENSOR_MAP_BYTES
+
+
+class _TensorMapValue(ctypes.Structure):
+    """The CUtensorMap type: 128 opaque bytes, 64-byte aligned on the device."""
+
+    _fields_ = [("opaque", ctypes.c_uint64 * (TENSOR_MAP_BYTES // 8))]
+
+
+class KernelParams:
+    """The kernelParams array of one launch and the host values it points to (kept alive together)."""
+
+    def __init__(self, args: list[KernelArg], pointers: Mapping[str, int], tensor_maps: Mapping[str, bytes]) -> None:
+        self.values: list[Any] = []
+        for arg in args:
+            if arg.kind == "pointer":
+                self.values.append(ctypes.c_void_p(pointers[arg.name]))
+            elif arg.kind == "tensor_map":
+                self.values.append(_TensorMapValue.from_buffer_copy(tensor_maps[arg.name]))
+            else:
+                ctype = {"int32": ctypes.c_int32, "int64": ctypes.c_int64, "float32": ctypes.c_float}[arg.kind]
+                self.values.append(ctype(arg.value))
+        self.pointers = (ctypes.c_void_p * max(len(self.values), 1))(*[ctypes.addressof(v) for v in self.values])
+
+    @property
+    def address(self) -> int:
+        return ctypes.addressof(self.pointers)
+
+    def raw(self, index: int) -> bytes:
+        """The bytes the driver copies for argument `index` (what the kernel receives)."""
+        value = self.values[index]
+        return ctypes.string_at(ctypes.addressof(value), ctypes.sizeof(value))
+
+
+class DriverLaunch:
+    """One kernel of the sequence, ready to launch on the current CuPy stream."""
+
+    def __init__(self, function: Any, geometry: Geometry, params: KernelParams) -> None:
+        from cuda.bindings import driver as drv
+
+        self._drv = drv
+        self.geometry = geometry
+        self.params = params
+        self.function = drv.CUfunction(function.kernel.ptr)  # CuPy's RawKernel -> its loaded CUfunction
+        config = drv.CUlaunchConfig()
+        config.gridDimX, config.gridDimY, config.gridDimZ = geometry.grid
+        config.blockDimX, config.blockDimY, config.blockDimZ = geometry.block
+        config.sharedMemBytes = geometry.shared_bytes
+        if geometry.cluster != (1, 1, 1):
+            attr = drv.CUlaunchAttribute()
+            attr.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+            attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = geometry.cluster
+            config.attrs = [attr]
+            config.numAttrs = 1
+        else:
+            config.numAttrs = 0
+        self.config = config
+
+    def __call__(self, stream_ptr: int) -> None:
+        self.config.hStream = self._drv.CUstream(stream_ptr)
+        (err,) = self._drv.cuLaunchKernelEx(self.config, self.function, self.params.address, 0)
+        if err != self._drv.CUresult.CUDA_SUCCESS:
+            raise RuntimeError(f"{self.geometry.entry}: cuLaunchKernelEx failed ({err.name})")
