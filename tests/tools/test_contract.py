@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from sparseditto.tools.contract import KernelCandidate, KernelLaunch, Workspace
+from sparseditto.tools.contract import KernelCandidate, KernelLaunch, ScalarArg, TensorMap, Workspace
 from sparseditto.tools.expr import ExpressionError
 
 SOURCE = 'extern "C" __global__ void k(float* C, int M) {}'
@@ -70,22 +70,52 @@ def test_geometry_evaluates_launch_expressions():
     assert geo.shared_bytes == 0
 
 
-@pytest.mark.parametrize(
-    ("launch", "error"),
-    [
-        (dict(grid=("1", "1", "1"), block=("2048", "1", "1")), ValueError),  # > 1024 threads
-        (dict(grid=("M - M", "1", "1"), block=("32", "1", "1")), ValueError),  # empty grid
-        (dict(grid=("1", "70000", "1"), block=("32", "1", "1")), ValueError),  # grid.y above the device limit
-        (dict(grid=("1", "1", "1"), block=("32", "1", "1"), shared_bytes="0 - 1"), ValueError),
-        (dict(grid=("ceil_div(M, TILE)", "1", "1"), block=("32", "1", "1")), ExpressionError),
-    ],
-)
-def test_bad_geometry_is_refused(launch, error):
-    c = candidate(kernels=[KernelLaunch(entry="k", args=("C",), **launch)])
-    with pytest.raises(error):
-        c.geometry({"M": 100, "N": 8})
+def test_geometry_evaluates_clusters_and_refuses_bad_expressions():
+    c = candidate(kernels=[KernelLaunch(entry="k", grid=("2 * M", "1", "1"), block=("32", "1", "1"),
+                                        cluster=("2", "1", "1"), args=("C",))])
+    assert c.geometry({"M": 3, "N": 8})[0].cluster == (2, 1, 1)
+    bad = candidate(kernels=[KernelLaunch(entry="k", grid=("ceil_div(M, TILE)", "1", "1"), block=("32", "1", "1"), args=("C",))])
+    with pytest.raises(ExpressionError):
+        bad.geometry({"M": 100, "N": 8})
 
 
 def test_workspace_sizes():
     c = candidate(workspace={"partial": Workspace(dtype="fp32", size="max(M // WARPS, 1)")})
     assert c.workspace_sizes({"M": 100}) == {"partial": 25}
+
+
+def test_arguments_are_names_or_typed_scalars():
+    launch = KernelLaunch.model_validate({"entry": "k", "grid": [1, "1", "1"], "block": ["32", 1, 1],
+                                          "args": ["C", {"name": "nnz", "type": "int64"}, {"name": "alpha", "type": "float32"}]})
+    assert launch.args == ("C", ScalarArg(name="nnz", type="int64"), ScalarArg(name="alpha", type="float32"))
+    assert launch.grid == ("1", "1", "1")  # YAML integers are taken as expressions
+    for bad in ({"name": "nnz", "type": "uint8"}, {"name": "n-1", "type": "int32"}, {"name": "nnz"}, "a b"):
+        with pytest.raises(ValidationError):
+            KernelLaunch(entry="k", grid=("1", "1", "1"), block=("1", "1", "1"), args=(bad,))
+
+
+def test_tensor_map_declarations_agree_on_rank():
+    assert TensorMap(array="A", box=("BK", "BM")).swizzle == "none"
+    with pytest.raises(ValidationError, match="element_strides"):
+        TensorMap(array="A", box=("BK", "BM"), element_strides=("1",))
+    with pytest.raises(ValidationError, match="dims and strides"):
+        TensorMap(array="A", box=("BK", "BM"), dims=("K", "M"))
+    with pytest.raises(ValidationError, match="strides lists"):
+        TensorMap(array="A", box=("BK", "BM"), dims=("K", "M"), strides=("K", "1"))
+    with pytest.raises(ValidationError):
+        TensorMap(array="A", box=("1",) * 6)
+    with pytest.raises(ValidationError):
+        TensorMap(array="A", box=("BK",), swizzle="256B")
+
+
+def test_a_name_is_a_workspace_or_a_tensor_map():
+    with pytest.raises(ValidationError, match="not both"):
+        candidate(workspace={"t": Workspace(dtype="fp32", size="M")}, tensor_maps={"t": TensorMap(array="C", box=("4",))})
+
+
+def test_workspaces_take_every_operand_type_and_accumulation_is_recorded():
+    c = candidate(workspace={"w": Workspace(dtype="fp8_e4m3", size="M"), "v": Workspace(dtype="value", size="M")},
+                  accumulate="fp16")
+    assert c.accumulate == "fp16" and c.workspace["w"].dtype == "fp8_e4m3"
+    with pytest.raises(ValidationError):
+        Workspace(dtype="complex64", size="M")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sparseditto.knowledge_base.library import get_kernel, prelude
-from sparseditto.tools.contract import KernelCandidate, KernelLaunch
+from sparseditto.tools.contract import KernelCandidate, KernelLaunch, Workspace
 from sparseditto.tools.results import NOT_EXECUTED_NO_GPU
 from sparseditto.spec import parse_spec
 from sparseditto.tools.verifier import CompileOnlyVerifier, GpuVerifier, make_verifier
@@ -69,16 +69,16 @@ def test_launch_geometry_is_checked_without_a_gpu(tiny_spmm):
     report = CompileOnlyVerifier().verify(hand_made(body, block="2048"), tiny_spmm)
     assert report.compiled
     fb = report.stage("launch")
-    assert fb.status == "failed" and fb.error_type == "invalid_launch"
+    assert fb.status == "failed" and fb.error_type == "block_limit"
     assert not report.correct
 
 
-def test_too_much_shared_memory_is_an_invalid_launch(tiny_spmm_dict):
+def test_too_much_shared_memory_is_a_shared_memory_rejection(tiny_spmm_dict):
     kernel = get_kernel("spmm_csr_smem_tile")
     big = kernel.instantiate({"LPR": 32, "WARPS": 4, "RPG": 1, "KC": 2048, "UNROLL": 2})  # 2048 rows * 512 B = 1 MiB
     report = CompileOnlyVerifier().verify(big, parse_spec({**tiny_spmm_dict, "K": 4096}))
     fb = report.stage("launch")
-    assert fb is not None and fb.status == "failed" and fb.error_type == "invalid_launch"
+    assert fb is not None and fb.status == "failed" and fb.error_type == "shared_memory_limit"
     assert "shared memory" in fb.message
 
 
@@ -88,7 +88,7 @@ def test_the_shared_memory_limit_is_the_architectures(tiny_spmm_dict):
     spec = parse_spec({**tiny_spmm_dict, "K": 4096, "N": 64})
     assert CompileOnlyVerifier().verify(kernel, spec.model_copy(update={"arch": "sm_90"})).stage("launch") is None
     fb = CompileOnlyVerifier().verify(kernel, spec.model_copy(update={"arch": "sm_80"})).stage("launch")
-    assert fb is not None and fb.error_type == "invalid_launch" and "163 KiB" in fb.message
+    assert fb is not None and fb.error_type == "shared_memory_limit" and "163 KiB" in fb.message
 
 
 def test_forced_compile_only_verifier():
@@ -123,6 +123,30 @@ def test_launch_arguments_must_be_what_the_runner_provides(tiny_spmm):
     bad = hand_made(body).model_copy(update={"kernels": (KernelLaunch(entry="k", grid=("1", "1", "1"), block=("32", "1", "1"),
                                                                        args=("C", "host_pointer")),)})
     fb = CompileOnlyVerifier().verify(bad, tiny_spmm).stage("launch")
-    assert fb.error_type == "invalid_launch" and "host_pointer" in fb.message
+    assert fb.error_type == "unknown_argument" and "host_pointer" in fb.message
     unknown = hand_made('extern "C" __global__ void k(float* C) { }\n').model_copy(update={"preparation": "no_such_step"})
-    assert "no_such_step" in CompileOnlyVerifier().verify(unknown, tiny_spmm).stage("launch").message
+    fb = CompileOnlyVerifier().verify(unknown, tiny_spmm).stage("launch")
+    assert fb.error_type == "invalid_launch" and "no_such_step" in fb.message
+
+
+def test_the_main_shape_is_checked_too(tiny_spmm):
+    """A workspace that fits the tiny instance but not the spec's shape is refused before the GPU stages."""
+    body = 'extern "C" __global__ void k(float* C, float* w) { }\n'
+    big = hand_made(body).model_copy(update={"workspace": {"w": Workspace(dtype="fp32", size="M * M * M * N")}})
+    fb = CompileOnlyVerifier().verify(big, tiny_spmm.model_copy(update={"M": 4096})).stage("launch")
+    assert fb is not None and fb.error_type == "workspace_limit"
+
+
+def test_registers_reported_by_ptxas_are_checked(tiny_spmm):
+    """ptxas's register count times the block's threads must fit a block's 64K registers: a kernel that keeps
+    128 values live, allowed 255 registers, cannot run 1024 threads per block."""
+    body = ('extern "C" __global__ void k(float* C) {\n'
+            '  float acc[128];\n#pragma unroll\n  for (int i = 0; i < 128; ++i) acc[i] = C[threadIdx.x * 128 + i];\n'
+            '  float s = 0.f;\n#pragma unroll\n  for (int i = 0; i < 128; ++i) s += acc[i] * acc[127 - i] + acc[(i * 7) % 128];\n'
+            '  C[threadIdx.x] = s; }\n')
+    heavy = hand_made(body, block="1024").model_copy(update={"compile_options": ("--maxrregcount=255",)})
+    report = CompileOnlyVerifier().verify(heavy, tiny_spmm)
+    assert report.resources["k"].registers > 64
+    fb = report.stage("launch")
+    assert fb is not None and fb.error_type == "register_limit"
+    assert report.stage("correctness") is None  # nothing is reported as run or not-run after a rejection
