@@ -1,10 +1,20 @@
-"""Compilation with NVRTC (through CuPy's bindings): works without a GPU and keeps ptxas's report."""
+"""Compilation with NVRTC (through CuPy's bindings): works without a GPU and keeps ptxas's report.
+
+Candidates may include CUDA's device headers, CCCL (cuda/barrier, cuda/pipeline, cuda/std) and
+CUTLASS/CuTe. Their include folders come from pinned wheels (nvidia-cuda-runtime, nvidia-cuda-crt,
+nvidia-cuda-cccl, nvidia-cutlass) found through this interpreter's import path, never from a local CUDA
+toolkit, so that a machine with no toolkit compiles exactly what the GPU machine compiles.
+"""
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import re
 import struct
 import time
+from functools import cache
+from pathlib import Path
 
 from pydantic import BaseModel
 
@@ -44,6 +54,80 @@ def nvrtc_available() -> str | None:
         return None
 
 
+# NVRTC cannot parse the wheel's cuda.h (it starts with host C headers), so `#include <cuda.h>` gets this
+# instead: the driver types a kernel may name in its parameters, and nothing else.
+DRIVER_TYPES_HEADER = """\
+#pragma once
+// SparseDitto: device-side stand-in for cuda.h; types only (no driver API under the kernel contract).
+typedef unsigned int cuuint32_t;
+typedef unsigned long long cuuint64_t;
+// An encoded TMA descriptor (128 bytes, 64-byte aligned), built by the runner and passed by value.
+typedef struct CUtensorMap_st {
+    alignas(64) cuuint64_t opaque[16];
+} CUtensorMap;
+"""
+# `-default-device`: CuTe and CUTLASS headers declare some helpers without __host__/__device__; device code
+# only is compiled here, so unannotated functions are device functions.
+BASE_OPTIONS = ("--std=c++17", "--ptxas-options=-v", "-default-device")
+
+
+class DeviceHeaders(BaseModel):
+    """Include folders of the header wheels, each None when its wheel is not installed."""
+
+    cuda: str | None = None  # cuda_fp16.h, cuda_bf16.h, cuda_fp8.h, mma.h (+ crt/), cooperative_groups
+    cccl: str | None = None  # cuda/barrier, cuda/pipeline, cuda/std (CuTe needs these under NVRTC)
+    cutlass: str | None = None  # cute/, cutlass/
+
+    @property
+    def include_dirs(self) -> list[str]:
+        return [d for d in (self.cuda, self.cccl, self.cutlass) if d]
+
+
+def _nvidia_include(folder: str, marker: str) -> str | None:
+    """The folder `nvidia/cu*/<folder>` of an installed wheel when it holds the file `marker`."""
+    spec = importlib.util.find_spec("nvidia")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        for found in sorted(Path(root).glob(f"cu*/{folder}")):
+            if (found / marker).is_file():
+                return str(found)
+    return None
+
+
+@cache
+def device_headers() -> DeviceHeaders:
+    """Where the device headers are; found once per process."""
+    cutlass = None
+    if spec := importlib.util.find_spec("cutlass_library"):  # located, not imported
+        folder = Path(spec.origin).parent / "source" / "include"
+        cutlass = str(folder) if (folder / "cute" / "tensor.hpp").is_file() else None
+    return DeviceHeaders(cuda=_nvidia_include("include", "cuda_fp16.h"),
+                         cccl=_nvidia_include("include/cccl", "cuda/std/version"),
+                         cutlass=cutlass)
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def toolchain() -> dict[str, str | None]:
+    """What compiles candidates on this machine, for `sparseditto doctor`: each component with its version
+    and folder, or None when missing (then sources that need it fail to compile, with the reason)."""
+    headers = device_headers()
+
+    def found(distribution: str, folder: str | None) -> str | None:
+        return f"{_version(distribution) or '?'} ({folder})" if folder else None
+
+    return {
+        "NVRTC": nvrtc_available(),
+        "CUDA device headers": found("nvidia-cuda-runtime", headers.cuda),
+        "CCCL headers": found("nvidia-cuda-cccl", headers.cccl),
+        "CUTLASS/CuTe headers": found("nvidia-cutlass", headers.cutlass),
+    }
+
+
 def parse_ptxas(log: str) -> dict[str, KernelResources]:
     """Per-entry registers, shared memory, stack frame and spills from `--ptxas-options=-v` output."""
     out: dict[str, KernelResources] = {}
@@ -81,12 +165,14 @@ def complete_elf(image: bytes) -> bytes:
 
 
 def compile_source(source: str, arch: str, options: list[str], name: str = "candidate.cu") -> CompileResult:
-    """Compile to a cubin for `arch` (e.g. sm_90). A compile error is a result, not an exception."""
+    """Compile to a cubin for `arch` (e.g. sm_90a), with the device header folders on the include path.
+    A compile error is a result, not an exception."""
     from cupy.cuda import nvrtc
 
-    opts = [f"--gpu-architecture={arch}", "--std=c++17", "--ptxas-options=-v", *options]
+    includes = [f"-I{d}" for d in device_headers().include_dirs]
+    opts = [f"--gpu-architecture={arch}", *BASE_OPTIONS, *includes, *options]
     start = time.perf_counter()
-    prog = nvrtc.createProgram(source, name, [], [])
+    prog = nvrtc.createProgram(source, name, [DRIVER_TYPES_HEADER.encode()], [b"cuda.h"])
     try:
         try:
             nvrtc.compileProgram(prog, opts)

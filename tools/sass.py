@@ -2,7 +2,8 @@
 
 What the reviewer wants to know from the machine code without running it: are tensor cores used,
 are global loads 128-bit wide, does anything go through local memory (spills or stack arrays),
-how many barriers and shuffles there are.
+how many barriers and shuffles there are; and whether the machine code holds what the kernel contract
+refuses, wherever it came from (the candidate's text, or a header it included: CuTe can print).
 """
 
 from __future__ import annotations
@@ -20,6 +21,15 @@ from pydantic import BaseModel
 _TENSOR = ("HMMA", "HGMMA", "IMMA", "IGMMA", "QGMMA", "BMMA", "BGMMA", "DMMA", "OMMA")
 _FUNCTION = re.compile(r"^\s*\.text\.(\w+):")
 _INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
+
+
+# (instruction pattern, what it is): refused in any candidate's machine code
+_FORBIDDEN = (
+    (re.compile(r"\bCALL\.ABS\b"), "a call into the CUDA device runtime (printf, malloc, assert or a launch)"),
+    (re.compile(r"\bBPT\b"), "a trap or breakpoint"),
+    (re.compile(r"\bSR_(?:CLOCK|GLOBALTIMER)\w*"), "a clock or timer read"),
+    (re.compile(r"\bNANOSLEEP\b"), "a sleep"),
+)
 
 
 class SassCounts(BaseModel):
@@ -91,15 +101,46 @@ def parse_sass(listing: str) -> dict[str, SassCounts]:
     return out
 
 
-def analyse_cubin(cubin: bytes, timeout_s: float = 60.0) -> dict[str, SassCounts] | str:
-    """Counts per entry point, or a one-line reason why the analysis could not run."""
+class ForbiddenInstruction(BaseModel):
+    """The first instruction of one refused kind, and the function that holds it."""
+
+    function: str | None
+    instruction: str
+    what: str
+
+
+def forbidden_instructions(listing: str) -> list[ForbiddenInstruction]:
+    """Each refused kind of instruction found in `nvdisasm -c` output (its first occurrence); empty when clean."""
+    found = []
+    for pattern, what in _FORBIDDEN:
+        function = None
+        for line in listing.splitlines():
+            if m := _FUNCTION.match(line):
+                function = m.group(1)
+            elif (m := _INSTRUCTION.search(line)) and pattern.search(line):
+                found.append(ForbiddenInstruction(function=function, instruction=line[m.start(1):].split(";")[0].strip(),
+                                                  what=what))
+                break
+    return found
+
+
+def disassemble(cubin: bytes, timeout_s: float = 60.0) -> str:
+    """The `nvdisasm -c` listing; raises RuntimeError with a one-line reason when it cannot be made."""
     tool = find_disassembler()
     if tool is None:
-        return "not executed: nvdisasm not found (install nvidia-cuda-nvdisasm)"
+        raise RuntimeError("not executed: nvdisasm not found (install nvidia-cuda-nvdisasm)")
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)
         f.flush()
         proc = subprocess.run([tool, "-c", f.name], capture_output=True, text=True, timeout=timeout_s)
     if proc.returncode != 0:
-        return f"nvdisasm failed: {proc.stderr.strip()[:200]}"
-    return parse_sass(proc.stdout)
+        raise RuntimeError(f"nvdisasm failed: {proc.stderr.strip()[:200]}")
+    return proc.stdout
+
+
+def analyse_cubin(cubin: bytes, timeout_s: float = 60.0) -> dict[str, SassCounts] | str:
+    """Counts per entry point, or a one-line reason why the analysis could not run."""
+    try:
+        return parse_sass(disassemble(cubin, timeout_s))
+    except RuntimeError as exc:
+        return str(exc)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from sparseditto.tools.compiler import complete_elf, compile_source, nvrtc_available, parse_ptxas
+import sys
+from pathlib import Path
+
+from sparseditto.tools.compiler import complete_elf, compile_source, device_headers, nvrtc_available, parse_ptxas, toolchain
 
 # recorded from compile_source(..., "sm_80", ...) on two kernels, one of them spilling
 RECORDED_LOG = """\
@@ -78,3 +81,47 @@ def test_a_cubin_missing_its_last_byte_is_completed_from_its_headers():
     assert complete_elf(full[:-1]) == full
     assert complete_elf(full) == full
     assert complete_elf(b"not an elf") == b"not an elf"
+
+
+# every header the static check allows, as a candidate would include them
+ALLOWED_HEADERS_SOURCE = """\
+#include <cuda.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+#include <mma.h>
+#include <cuda/barrier>
+#include <cuda/pipeline>
+#include <cooperative_groups.h>
+#include <cooperative_groups/memcpy_async.h>
+#include <cute/tensor.hpp>
+#include <cutlass/numeric_types.h>
+extern "C" __global__ void k(const __grid_constant__ CUtensorMap map, float* y) {
+    static_assert(sizeof(CUtensorMap) == 128 && alignof(CUtensorMap) == 64, "CUtensorMap");
+    y[threadIdx.x] = __half2float(__float2half(1.5f)) + float(cutlass::half_t(2.f));
+}
+"""
+
+
+def test_device_headers_come_from_the_wheels_not_a_local_toolkit():
+    headers = device_headers()
+    assert headers.cuda and headers.cccl and headers.cutlass
+    site = [Path(p).resolve() for p in sys.path if p.endswith("site-packages")]
+    for folder in headers.include_dirs:
+        assert "/usr/local/cuda" not in folder
+        assert any(Path(folder).resolve().is_relative_to(s) for s in site), folder
+    assert (Path(headers.cccl) / "cuda" / "barrier").is_file()
+    assert (Path(headers.cutlass) / "cute" / "atom" / "mma_traits_sm90_gmma.hpp").is_file()
+
+
+def test_every_allowed_header_compiles_and_cuda_h_gives_the_tensor_map_type():
+    result = compile_source(ALLOWED_HEADERS_SOURCE, "sm_90a", [])
+    assert result.ok, result.log[-2000:]
+    assert all(f"-I{d}" in result.options for d in device_headers().include_dirs)
+
+
+def test_toolchain_names_each_component_and_its_version():
+    found = toolchain()
+    assert set(found) == {"NVRTC", "CUDA device headers", "CCCL headers", "CUTLASS/CuTe headers"}
+    assert all(found.values()), found
+    assert found["CUTLASS/CuTe headers"].startswith("4.2.0.0 ")
