@@ -60,10 +60,15 @@ class PipelineState(TypedDict, total=False):
 
 class PipelineInput(TypedDict, total=False):
     """What a run starts from (LangGraph Studio shows these fields): the spec, as in a spec file, and what to do
-    when the budget is spent."""
+    when the budget is spent; run_pipeline also fixes the run's id, start, iteration limit and policy (the
+    planner fills them in when a run starts from a bare spec)."""
 
     spec: dict[str, Any]
     on_budget: OnBudget
+    run_id: str
+    started_at: float
+    iteration_limit: int
+    policy: str
 
 
 @dataclass(frozen=True)

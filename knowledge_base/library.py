@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict
 
-from sparseditto.tools.contract import KernelCandidate, KernelLaunch, Workspace
+from sparseditto.tools.contract import AccumulateType, KernelCandidate, KernelLaunch, TensorMap, Workspace
 from sparseditto.tools.dtypes import dtype as dtype_info
 from sparseditto.tools.expr import ExpressionError, holds
 from sparseditto.tools.families import families
@@ -54,6 +54,8 @@ class ReferenceKernel(BaseModel):
     constraints: tuple[str, ...] = ()
     kernels: tuple[KernelLaunch, ...]
     workspace: dict[str, Workspace] = {}
+    tensor_maps: dict[str, TensorMap] = {}
+    accumulate: AccumulateType = "fp32"
     preparation: str | None = None
     measured: tuple[Measured, ...] = ()
     body: str
@@ -87,6 +89,8 @@ class ReferenceKernel(BaseModel):
             parameters=dict(params),
             kernels=self.kernels,
             workspace=self.workspace,
+            tensor_maps=self.tensor_maps,
+            accumulate=self.accumulate,
             preparation=self.preparation,
             origin=origin,
         )

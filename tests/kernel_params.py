@@ -24,7 +24,7 @@ def planner_starts(family: str, dtype: str) -> dict[str, dict[str, int]]:
 def middle_params(kernel: ReferenceKernel, dtype: str) -> dict[str, int]:
     params = {name: values[len(values) // 2] for name, values in kernel.parameters.items()}
     symbols = get_family(kernel.family).symbols(family_spec(kernel.family, dtype))
-    for name in ("VW", "KC"):
+    for name in kernel.parameters:
         values = list(kernel.parameters.get(name, ()))
         while name in params and not is_valid_choice(kernel.name, params, dtype, symbols) and values.index(params[name]) > 0:
             params[name] = values[values.index(params[name]) - 1]

@@ -60,13 +60,13 @@ def test_a_new_kernel_becomes_a_candidate_that_compiles(setup):
     ({"launches": [{"entry": "other_name", "grid": ["M", "1", "1"], "block": ["32", "1", "1"], "args": ["C"]}]},
      "not declared as extern"),
     ({"launches": [{"entry": "spmm_thread_per_output", "grid": ["M", "1", "1"], "block": ["32", "1", "1"],
-                    "args": ["rowptr", "host_pointer"]}]}, "['host_pointer'] are not arrays, symbols or workspace"),
+                    "args": ["rowptr", "host_pointer"]}]}, "argument 'host_pointer' is not an array, tensor map, symbol or scalar"),
     ({"launches": [{"entry": "spmm_thread_per_output", "grid": ["__import__('os').system('id')", "1", "1"],
                     "block": ["32", "1", "1"], "args": ["C"]}]}, "only integers, symbols"),
     ({"launches": [{"entry": "spmm_thread_per_output", "grid": ["M", "1", "1"], "block": ["COLS * 64", "1", "1"],
-                    "args": ["C"]}]}, "invalid launch"),
+                    "args": ["C"]}]}, "at most 1024 threads"),
     ({"name": "spmm_csr_rowsplit"}, "is a reference kernel's name"),
-    ({"preparation": "long_row_chunk_ptr"}, "needs the parameter"),
+    ({"preparation": "long_row_chunk_ptr"}, "preparation 'long_row_chunk_ptr' is not one of"),
 ])
 def test_answers_outside_the_contract_are_rejected_with_the_reason(setup, changes, error):
     model = ScriptedChatModel(script=[answer(new_kernel(**changes)), answer(new_kernel())])

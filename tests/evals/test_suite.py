@@ -48,7 +48,7 @@ def test_a_suite_by_path_with_a_relative_include(tmp_path):
     ("name: bad\nspecs:\n  - id: s1\n    spec: {operation: spmv, pattern: {nnz_per_row: 4}, M: 64}\n",
      "suite bad, spec s1: spec: M and K are required"),
     ("name: bad\nspecs:\n  - id: s1\n    spec: {operation: sddmm, pattern: {density: 0.1}, M: 64, K: 64}\n",
-     "suite bad, spec s1: csr_sddmm: this problem family is not implemented yet"),
+     "suite bad, spec s1: sddmm: this problem family is not implemented yet"),
     ("name: bad\nspecs:\n  - {id: s1, spec: {}}\n  - {id: s1, spec: {}}\n", "spec ids must be unique; repeated: s1"),
     ("name: bad\ninclude: [bad.yaml]\n", "includes itself"),
     ("name: bad\ninclude: [nowhere]\n", "suite 'nowhere': no such suite; known suites: csr_spmm"),
