@@ -183,7 +183,7 @@ def _endpoint(settings: Settings) -> str:
 def doctor() -> None:
     """What this machine offers: GPU, NVRTC, nvcc, Nsight Compute, compute-sanitizer, PyTorch, LLM endpoint."""
     from sparseditto.tools.baselines import available_libraries
-    from sparseditto.tools.compiler import nvrtc_available
+    from sparseditto.tools.compiler import toolchain
     from sparseditto.tools.device import detect
     from sparseditto.tools.sass import find_disassembler
 
@@ -193,7 +193,8 @@ def doctor() -> None:
     table = Table("component", "found")
     table.add_row("GPU", f"{facts.gpu['name']} ({facts.gpu['arch']}, {facts.gpu['sms']} SMs)" if facts.gpu
                   else f"none ({facts.gpu_error or 'no device'}): compile-only mode")
-    table.add_row("NVRTC", nvrtc_available() or "not loadable")
+    for name, found in toolchain().items():
+        table.add_row(name, found or "not found")
     table.add_row("nvdisasm (SASS mix)", find_disassembler() or "not found: static SASS analysis not executed")
     for name, path in (("nvcc", facts.nvcc), ("ncu", facts.ncu), ("compute-sanitizer", facts.compute_sanitizer)):
         table.add_row(name, path or "not on PATH")

@@ -30,7 +30,7 @@ from sparseditto.tools.results import NOT_EXECUTED_NO_GPU, Feedback, Verificatio
 from sparseditto.tools.runner import RunJob, RunResult, array_infos, prepare, rejection
 from sparseditto.tools.sanitizer import find_sanitizer
 from sparseditto.tools.sass import SassCounts, analyse_cubin
-from sparseditto.tools.source_check import check_source
+from sparseditto.tools.source_check import check_cubin, check_source
 
 log = structlog.get_logger(__name__)
 
@@ -119,7 +119,12 @@ def check_and_compile(candidate: KernelCandidate, spec: Spec, arch: str) -> tupl
     result, fb = compile_candidate(candidate, spec, arch)
     if not result.ok:
         return result, [fb], {}
+    compiled_check = check_cubin(result.cubin or b"")
+    if isinstance(compiled_check, list) and compiled_check:
+        return result, [fb, *compiled_check], {}
     static, sass = static_analysis(result)
+    if isinstance(compiled_check, str):  # the disassembler could not run: say so, never call it passed
+        static = static.model_copy(update={"message": f"{static.message}; compiled-code check not executed: {compiled_check}"})
     feedback = [fb, static]
     if bad := check_geometry(candidate, spec, arch, result.resources):
         feedback.append(bad)
