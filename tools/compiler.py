@@ -80,7 +80,10 @@ class DeviceHeaders(BaseModel):
 
     @property
     def include_dirs(self) -> list[str]:
-        return [d for d in (self.cuda, self.cccl, self.cutlass) if d]
+        # CCCL's own headers include each other both as <cuda/std/...> and as <cccl/cuda/std/...>: its folder and
+        # the folder above it (the two wheels may sit in different site folders)
+        cccl_parent = str(Path(self.cccl).parent) if self.cccl else None
+        return list(dict.fromkeys(d for d in (self.cuda, self.cccl, cccl_parent, self.cutlass) if d))
 
 
 def _nvidia_include(folder: str, marker: str) -> str | None:
