@@ -19,7 +19,8 @@ import numpy as np
 
 from sparseditto.knowledge_base.library import get_kernel
 from sparseditto.spec import load_spec
-from sparseditto.tools.compiler import DTYPE_CODES, compile_source
+from sparseditto.tools.compiler import compile_source
+from sparseditto.tools.dtypes import dtype as dtype_info
 from sparseditto.tools.baselines import baseline_calls
 from sparseditto.tools.families import get_family
 from sparseditto.tools.dtypes import to_float64
@@ -72,7 +73,7 @@ def main(out_dir: str, spec_paths: list[str]) -> None:
         first = None
         for name, params in variants(spec):
             cand = get_kernel(name).instantiate(params)
-            res = compile_source(cand.source, info["arch"], cand.defines(DTYPE_CODES[spec.dtype]))
+            res = compile_source(cand.source, info["arch"], cand.defines(dtype_info(spec.dtype).code))
             row = {"spec": spec.name, "kind": "candidate", "name": cand.label(), "floor_us": floor_us}
             if not res.ok:
                 row.update(error=res.log[-500:])

@@ -18,8 +18,6 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-DTYPE_CODES = {"fp32": 0, "fp16": 1, "bf16": 2}
-
 
 class KernelResources(BaseModel):
     """What ptxas reported for one entry point."""

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from sparseditto.knowledge_base.library import get_kernel
-from sparseditto.tools.compiler import DTYPE_CODES, compile_source
+from sparseditto.tools.compiler import compile_source
+from sparseditto.tools.dtypes import dtype as dtype_info
 from sparseditto.tools.sass import analyse_cubin, find_disassembler, parse_sass
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "sass" / "spmm_csr_rowsplit_vw4_sm90.sass"
@@ -31,7 +32,7 @@ def test_predicated_and_wide_instructions_are_counted():
 @pytest.mark.skipif(find_disassembler() is None, reason="nvdisasm not installed")
 def test_a_fresh_cubin_is_disassembled_without_a_gpu():
     k = get_kernel("spmv_csr_vec4").instantiate({"GROUP": 4, "UNROLL": 2, "BLOCK": 256, "HINT": 1, "XL": 0})
-    result = compile_source(k.source, "sm_90", [*k.defines(DTYPE_CODES["fp32"]), *k.compile_options])
+    result = compile_source(k.source, "sm_90", [*k.defines(dtype_info("fp32").code), *k.compile_options])
     counts = analyse_cubin(result.cubin)
     assert not isinstance(counts, str), counts
     assert counts["spmv_csr_vec4"].global_loads > 0

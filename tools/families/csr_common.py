@@ -216,9 +216,16 @@ class CsrFamily(ProblemFamily):
         return None, row_lengths(spec.pattern, M, K, rng)
 
     def features(self, spec: SpecBase) -> dict[str, float]:
-        _, lengths = self.matrix_and_lengths(spec, need_matrix=False)
+        """Row-length statistics, plus the subclass's features of the matrix itself (built or read once here)."""
+        matrix, lengths = self.matrix_and_lengths(spec, need_matrix=self.uses_matrix_features)
         M, K, nnz = spec_matrix_shape(spec)
-        return row_length_features(lengths, M, K, nnz)
+        return {**row_length_features(lengths, M, K, nnz), **self.matrix_features(spec, matrix)}
+
+    # whether matrix_features needs the matrix (generating one costs more than drawing its row lengths)
+    uses_matrix_features: ClassVar[bool] = False
+
+    def matrix_features(self, spec: SpecBase, matrix: sp.csr_matrix | None) -> dict[str, float]:
+        return {}
 
     # -- artifacts and experience ------------------------------------------------------------------
     def experience_key(self, spec: SpecBase) -> dict[str, Any]:

@@ -43,10 +43,11 @@ class CsrSpmm(CsrFamily):
     def dense_columns(self, spec: CsrSpmmSpec) -> int:
         return spec.N
 
-    def features(self, spec: CsrSpmmSpec) -> dict[str, float]:
-        """Row-length statistics, N, and the column sharing among neighbouring rows (it calls for tensor cores)."""
-        matrix, _ = self.matrix_and_lengths(spec, need_matrix=True)
-        return {**super().features(spec), "N": float(spec.N), "group_overlap": group_overlap(matrix)}
+    uses_matrix_features = True
+
+    def matrix_features(self, spec: CsrSpmmSpec, matrix: sp.csr_matrix | None) -> dict[str, float]:
+        """N, and the column sharing among neighbouring rows (it calls for tensor cores)."""
+        return {"N": float(spec.N), "group_overlap": group_overlap(matrix)}
 
     def strategies(self, spec: CsrSpmmSpec, features: Mapping[str, float]) -> list[StrategyStart]:
         """Row split first; tensor-core row groups first when the rows of a group share columns."""
