@@ -1,7 +1,7 @@
 """The GPU stages of verification, each in child processes with a timeout.
 
 run_child: correctness and benchmark in the runner process. sanitizer_stage: the four
-compute-sanitizer tools over a small instance. profile_stage: Nsight Compute over the main shape,
+compute-sanitizer tools over the instances the runner saved. profile_stage: Nsight Compute over the main shape,
 summarised for the reviewer. A crash, hang or tool failure becomes feedback, never an exception here.
 """
 
@@ -56,14 +56,22 @@ def run_child(job: RunJob, tmp: Path, timeout_s: float) -> RunResult | Feedback:
     return RunResult.model_validate_json(out_file.read_text())
 
 
-def sanitizer_stage(job: RunJob, tmp: Path, timeout_s: float) -> Feedback:
-    """memcheck, racecheck, initcheck and synccheck over the small instance; any finding rejects."""
-    job_file, out_file = tmp / "job-sanitize.json", tmp / "result-sanitize.json"
-    job_file.write_text(job.model_dump_json())
+# the instances each tool launches: the main instance only under the cheaper tools (racecheck and synccheck
+# instrument every shared-memory access and barrier; the longest-rows slice gives them the long-row paths)
+_MAIN_INSTANCE_TOOLS = ("memcheck", "initcheck")
+
+
+def sanitizer_stage(job: RunJob, tmp: Path, timeout_s: float, instances: list[str]) -> Feedback:
+    """memcheck, racecheck, initcheck and synccheck over the runner's saved instances; any finding rejects."""
+    out_file = tmp / "result-sanitize.json"
     start = time.perf_counter()
     findings: list[Finding] = []
     failures: list[str] = []
+    launched: dict[str, list[str]] = {}
     for tool in TOOLS:
+        launched[tool] = [n for n in instances if n != "main" or tool in _MAIN_INSTANCE_TOOLS]
+        job_file = tmp / f"job-sanitize-{tool}.json"
+        job_file.write_text(job.model_copy(update={"sanitize_instances": launched[tool]}).model_dump_json())
         found, raw, code = run_tool(tool, _child_command(job_file, out_file), timeout_s)
         keep_tool_output(f"sanitizer_{tool}_{job.candidate.name}.txt", raw)
         findings += found
@@ -89,8 +97,9 @@ def sanitizer_stage(job: RunJob, tmp: Path, timeout_s: float) -> Feedback:
     if failures:
         return Feedback(stage="sanitizer", status="error", error_type="sanitizer_failure", message="; ".join(failures),
                         evidence={"seconds": seconds})
-    return Feedback(stage="sanitizer", status="passed", message=f"{', '.join(TOOLS)} clean ({seconds:.1f} s)",
-                    evidence={"seconds": seconds, "shape": job.small_shape})
+    return Feedback(stage="sanitizer", status="passed",
+                    message=f"{', '.join(TOOLS)} clean on {', '.join(instances)} ({seconds:.1f} s)",
+                    evidence={"seconds": seconds, "instances": launched})
 
 
 _BASELINE_PROFILES: dict[str, ProfileSummary] = {}

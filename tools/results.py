@@ -34,9 +34,10 @@ ErrorType = Literal[
     "stale_result",  # the output equals an earlier trial's answer: results reused across calls
     "order_dependent",  # right or wrong depending on what ran before it on the device
     "unwritten_output",  # output elements still hold the poison
-    "non_finite_output",  # NaN/Inf written by the kernel
-    "input_mutation",
-    "inconsistent_output",  # right when checked, wrong after the timed runs
+    "non_finite_output",  # NaN/Inf written by the kernel where the exact result is finite
+    "special_value_mismatch",  # a NaN or Inf in the inputs not carried into the result as IEEE arithmetic does
+    "input_mutation",  # an input (or a prepared array) differs after a correctness or timed run
+    "inconsistent_output",  # right in the correctness trials, wrong in a timed run
     "suspect_timing",  # faster than the physical floor
     "out_of_bounds", "misaligned_access", "uninitialized_read", "shared_memory_race", "sync_error",
     "sanitizer_failure",  # the sanitizer run itself failed (crash, API error, timeout)
@@ -67,6 +68,7 @@ class Trial(BaseModel):
     failed_output: str | None = None
     unwritten: int = 0
     non_finite: int = 0
+    exceeded: int = 0  # elements outside their own error bounds (or 1 for an output out of its norm-wise tolerance)
     inputs_unchanged: bool = True
     # candidate_first, or library_first: a vendor library ran on the same inputs just before the candidate
     order: str = "candidate_first"

@@ -1,10 +1,13 @@
 """The candidate runner: executes one candidate on the GPU, in its own process.
 
 `python -m sparseditto.tools.runner JOB.json RESULT.json` loads a compiled candidate and, by the job's mode:
-- verify: correctness trials (fresh seeds, held-out shapes, every output poisoned and 0xFF workspaces,
-  inputs checked unchanged, the library run before the candidate in one trial), then the candidate
-  and every baseline configuration timed side by side, and every output checked again after the timed runs;
-- sanitize: one small instance with plain cudaMalloc buffers and uninitialised outputs, for compute-sanitizer;
+- verify: correctness trials (fresh seeds, held-out shapes, values of varied magnitudes with IEEE specials in
+  some trials, every output poisoned and 0xFF workspaces, inputs checked unchanged, each element against its own
+  bound, the library run before the candidate in one trial); then the candidate timed on value sets changed in
+  place between runs, every run's output and inputs checked on the device, and every baseline configuration
+  timed side by side on its own pristine copies; the sanitizer's instances are saved for the sanitize mode;
+- sanitize: the saved instances (tails, the main matrix's longest rows, the main instance) with plain cudaMalloc
+  buffers and uninitialised outputs and workspaces, for compute-sanitizer;
 - profile: one launch sequence (or one baseline call) between cudaProfilerStart/Stop, for Nsight Compute.
 Every instance's launches are checked (tools/launch_check.py) before the first one runs; a rejection is
 launch feedback. A crash or hang here ends only this process; the parent turns a missing result into feedback.
@@ -13,6 +16,7 @@ It names no family: the spec's family answers for problems, references, preparat
 
 from __future__ import annotations
 
+import pickle
 import sys
 import time
 from pathlib import Path
@@ -24,7 +28,7 @@ from pydantic import BaseModel, SerializeAsAny, field_validator
 from sparseditto.spec import SpecBase, parse_spec
 from sparseditto.tools.compiler import KernelResources
 from sparseditto.tools.contract import KernelCandidate, runner_symbols
-from sparseditto.tools.correctness import classify_failure, rel_error
+from sparseditto.tools.correctness import CheckedOutput, classify_failure, rel_error
 from sparseditto.tools.dtypes import DTYPES, poison_bits, to_float64
 from sparseditto.tools.families import Problem, ProblemFamily, get_family
 from sparseditto.tools.kernel_launch import DriverLaunch, KernelParams
@@ -33,8 +37,11 @@ from sparseditto.tools.peaks import peak_flops
 from sparseditto.tools.results import BaselineTiming, Feedback, Measurement, Trial, fastest_per_library
 from sparseditto.tools.tensormap import ArrayInfo, TensorMapError, encode
 from sparseditto.tools.timing import L2Flusher, device_copy_bandwidth, time_call
+from sparseditto.tools.values import element_ok, numerics
 
 DEFAULT_DYNAMIC_SHARED = 48 * 1024  # above this a function's dynamic shared-memory limit must be raised
+VALUE_SETS = 3  # value sets the timed runs cycle through, changed in place (fewer when memory is short)
+SANITIZE_MAIN_MAX_BYTES = 2 << 30  # the main instance goes under the sanitizer up to this size
 
 
 class RunJob(BaseModel):
@@ -48,7 +55,10 @@ class RunJob(BaseModel):
     warmup: int = 5
     runs: int = 30
     mode: Literal["verify", "sanitize", "profile"] = "verify"
-    small_shape: dict[str, int] | None = None
+    held_out_seed: int | None = None  # what the held-out shapes were drawn from, for the report
+    # where the verify mode saves the sanitizer's instances, and which of them a sanitize run launches
+    instances_path: str | None = None
+    sanitize_instances: list[str] = []
     profile_baseline: str | None = None
 
     @field_validator("spec", mode="before")
@@ -112,11 +122,11 @@ class Launcher:
         self.outputs = {name: cp.empty(out.shape, dtype=DTYPES[out.dtype].storage) for name, out in problem.outputs.items()}
         self.arrays.update(self.outputs)
         self._poison = {name: poison_bits(out.dtype) for name, out in problem.outputs.items()}
-        for name, size in plan.workspace_sizes.items():
-            buf = cp.empty(size, dtype=DTYPES[plan.workspace_dtypes[name]].storage)
-            if initialise:
-                buf.view(np.uint8).fill(0xFF)  # garbage, never zeros: reading before writing shows up
-            self.arrays[name] = buf
+        self.workspaces = {name: cp.empty(size, dtype=DTYPES[plan.workspace_dtypes[name]].storage)
+                           for name, size in plan.workspace_sizes.items()}
+        self.arrays.update(self.workspaces)
+        if initialise:
+            self.garble_workspaces()
         try:
             maps = {name: encode(p, self.arrays[p.array].data.ptr) for name, p in plan.tensor_maps.items()}
         except TensorMapError as exc:
@@ -132,6 +142,12 @@ class Launcher:
     def poison(self) -> None:
         for name, out in self.outputs.items():
             out.view(self._poison[name].dtype).fill(self._poison[name])
+
+    def garble_workspaces(self) -> None:
+        """0xFF bytes in every workspace, never zeros: reading before writing shows up, and nothing a call leaves
+        there reaches the next call."""
+        for buf in self.workspaces.values():
+            buf.view(np.uint8).fill(0xFF)
 
     def run(self) -> None:
         import cupy as cp
@@ -178,10 +194,10 @@ def rejection(exc: LaunchRejected) -> Feedback:
     return Feedback(stage="launch", status="failed", error_type=exc.error_type, message=exc.message)
 
 
-def _baseline_calls(job: RunJob, launcher: Launcher, problem: Problem) -> list:
+def _baseline_calls(job: RunJob, arrays: dict[str, Any], problem: Problem) -> list:
     from sparseditto.tools.baselines import baseline_calls, libraries_for
 
-    device = {k: launcher.arrays[k] for k in problem.inputs}
+    device = {k: arrays[k] for k in problem.inputs}
     return baseline_calls(job.spec.family, job.spec.baselines or libraries_for(job.spec.family), problem, device)
 
 
@@ -190,28 +206,38 @@ def _run_library_first(job: RunJob, launcher: Launcher, problem: Problem) -> Non
     the baselines runs each once."""
     import cupy as cp
 
-    calls = _baseline_calls(job, launcher, problem)
+    calls = _baseline_calls(job, launcher.arrays, problem)
     cp.cuda.Device().synchronize()
     del calls
 
 
-def _compare(results: dict[str, np.ndarray], refs: dict[str, np.ndarray], tols: dict[str, float]) -> tuple[dict[str, float], str | None]:
-    """Each output's relative error and the first output outside its tolerance."""
-    errors = {name: rel_error(out, refs[name]) for name, out in results.items()}
-    return errors, next((name for name, err in errors.items() if not err <= tols[name]), None)
+def _judge(family: ProblemFamily, spec: SpecBase, problem: Problem, results: dict[str, np.ndarray],
+           refs: dict[str, np.ndarray], unwritten: dict[str, np.ndarray]) -> dict[str, CheckedOutput]:
+    """Every output against its reference: element-wise bounds for a multilinear family, else norm-wise."""
+    bounds = family.error_bounds(problem, refs, spec.tolerance)
+    tols = tolerances(spec, problem)
+    return {name: CheckedOutput.judge(out, refs[name], tols[name], unwritten[name], bounds[name] if bounds else None,
+                                      numerics(problem.outputs[name].dtype).largest)
+            for name, out in results.items()}
+
+
+def _trial_problem(job: RunJob, family: ProblemFamily, seed: int, shape: dict[str, int] | None, specials: bool) -> Problem:
+    """A trial's instance: the family's seeded problem; with `specials`, its values drawn again with NaN and Inf."""
+    problem = family.make_problem(job.spec, seed, shape)
+    return family.with_fresh_values(problem, np.random.default_rng(seed ^ 0x5DEECE66D), specials=True) if specials else problem
 
 
 def check_correctness(job: RunJob, family: ProblemFamily, module: Any, info: dict[str, Any]) -> tuple[list[Trial], Feedback]:
+    """The main-shape trials (the second after the library ran on the same inputs) and the held-out ones; all but
+    the first two carry IEEE special values."""
     import cupy as cp
 
     shapes = [(None, False)] * len(job.seeds) + [(s, True) for s in job.held_out_shapes]
     seeds = job.seeds + [job.seeds[-1] + 1000 + i for i in range(len(job.held_out_shapes))]
     trials: list[Trial] = []
-    outputs: dict[int, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
-    tols: dict[str, float] = {}
+    outputs: dict[int, dict[str, CheckedOutput]] = {}
     for i, (seed, (shape, held_out)) in enumerate(zip(seeds, shapes)):
-        problem = family.make_problem(job.spec, seed, shape)
-        tols = tolerances(job.spec, problem)
+        problem = _trial_problem(job, family, seed, shape, specials=i >= 2)
         launcher = Launcher(job.candidate, module, problem, family, info, job.resources)
         order = "library_first" if i == 1 and not held_out else "candidate_first"
         if order == "library_first":
@@ -221,45 +247,136 @@ def check_correctness(job: RunJob, family: ProblemFamily, module: Any, info: dic
         cp.cuda.Device().synchronize()
         results, refs = launcher.results(), family.reference(problem)
         unwritten = {name: launcher.unwritten(name) for name in results}
-        non_finite = sum(int((~np.isfinite(out) & ~unwritten[name]).sum()) for name, out in results.items())
-        errors, failed_output = _compare(results, refs, tols)
+        checked = _judge(family, job.spec, problem, results, refs, unwritten)
+        non_finite = sum(int((~np.isfinite(c.out) & np.isfinite(c.ref) & ~c.unwritten).sum()) for c in checked.values())
+        failed_output = next((name for name, c in checked.items() if not c.passed), None)
         unchanged = launcher.inputs_unchanged()
-        worst = max(errors.values())
+        worst = max(c.rel_error for c in checked.values())
         trials.append(Trial(seed=seed, shape=problem.symbols, held_out=held_out, order=order,
                             rel_error=worst if np.isfinite(worst) else None,
-                            errors={n: e if np.isfinite(e) else None for n, e in errors.items()},
-                            failed_output=failed_output, unwritten=sum(int(m.sum()) for m in unwritten.values()),
-                            non_finite=non_finite, inputs_unchanged=unchanged,
-                            passed=failed_output is None and unchanged))
-        outputs[i] = {name: (results[name], refs[name]) for name in results}
+                            errors={n: c.rel_error if np.isfinite(c.rel_error) else None for n, c in checked.items()},
+                            failed_output=failed_output, unwritten=sum(int(c.unwritten.sum()) for c in checked.values()),
+                            non_finite=non_finite, exceeded=sum(c.exceeded for c in checked.values()),
+                            inputs_unchanged=unchanged, passed=failed_output is None and unchanged))
+        outputs[i] = checked
         del launcher
+    evidence_common = {"held_out_shapes": job.held_out_shapes, "held_out_seed": job.held_out_seed,
+                       "element_bounds": family.multilinear}
     failed = next((t for t in trials if not t.passed), None)
     if failed is not None:
-        kind, msg = classify_failure(trials, failed, outputs, tols)
+        kind, msg = classify_failure(trials, failed, outputs)
         name = failed.failed_output or next(iter(outputs[trials.index(failed)]))
-        out, ref = outputs[trials.index(failed)][name]
-        worst = int(np.argmax(np.where(np.isfinite(out), np.abs(out - ref), np.inf)))
+        checked = outputs[trials.index(failed)][name]
+        worst = checked.worst_index()
+        index = [int(i) for i in np.unravel_index(worst, checked.out.shape)]
         return trials, Feedback(
             stage="correctness", status="failed", error_type=kind, message=msg,
             location=f"output {name}, shape {failed.shape}{' (held-out)' if failed.held_out else ''}, seed {failed.seed}, {failed.order}",
-            evidence={"trials": len(trials), "failed": sum(not t.passed for t in trials), "tolerance": tols[name],
-                      "rel_error": failed.rel_error, "errors": failed.errors,
-                      "worst_element": {"output": name, "index": [int(i) for i in np.unravel_index(worst, out.shape)],
-                                        "got": float(out.flat[worst]), "expected": float(ref.flat[worst])}},
+            evidence={"trials": len(trials), "failed": sum(not t.passed for t in trials), "tolerance": checked.tolerance,
+                      "rel_error": failed.rel_error, "errors": failed.errors, "elements_outside_bounds": failed.exceeded,
+                      "worst_element": {"output": name, "index": index, "got": float(checked.out.flat[worst]),
+                                        "expected": float(checked.ref.flat[worst]),
+                                        "bound": float(checked.bounds.bound.flat[worst]) if checked.bounds else None},
+                      **evidence_common},
             suggestion={"held_out_failure": "handle shapes that are not multiples of the tile (bounds checks on the tail)",
                         "unwritten_output": "every output element must be written by exactly one thread, including tails",
-                        "precision_loss": "accumulate in fp32 and keep the inputs' precision in the products",
+                        "precision_loss": "accumulate in fp32, keep the inputs' precision in the products, keep subnormals "
+                                          "(no flush to zero) and every term, however small",
+                        "special_value_mismatch": "multiply and add every stored term as IEEE arithmetic does; skip no NaN or Inf",
                         "stale_result": "compute from the inputs on every call; keep no state between launches",
                         "input_mutation": "inputs are read-only; write only the outputs and the declared workspaces",
                         }.get(kind),
         )
+    tols = tolerances(job.spec, family.make_problem(job.spec, 0, family.tiny_shape(job.spec)))
+    judged = ("each element within the error its own terms allow" if family.multilinear
+              else f"within tolerance {', '.join(f'{n} {t:.1g}' for n, t in tols.items())}")
     return trials, Feedback(
         stage="correctness", status="passed",
-        message=f"{len(trials)} trials, {len(tols)} output{'s' if len(tols) > 1 else ''} within tolerance "
-                f"{', '.join(f'{n} {t:.1g}' for n, t in tols.items())}"
+        message=f"{len(trials)} trials ({len(job.held_out_shapes)} at held-out shapes, IEEE specials in "
+                f"{max(len(trials) - 2, 0)}), {judged}"
                 + (", both run orders" if len({t.order for t in trials}) == 2 else ", candidate first only"),
-        evidence={"max_rel_error": max(t.rel_error or 0.0 for t in trials), "held_out_trials": len(job.held_out_shapes)},
+        evidence={"max_rel_error": max(t.rel_error or 0.0 for t in trials), "held_out_trials": len(job.held_out_shapes),
+                  **evidence_common},
     )
+
+
+def _decoder(name: str) -> Any:
+    """Storage array on the device -> float64 on the device, for any output type (a table for 8 and 16 bits)."""
+    import cupy as cp
+
+    d = DTYPES[name]
+    if d.bytes > 2 or not d.is_float:
+        return lambda arr: arr.astype(cp.float64)
+    bits = {1: np.uint8, 2: np.uint16}[d.bytes]
+    table = cp.asarray(to_float64(np.arange(1 << (8 * d.bytes), dtype=np.int64).astype(bits).view(d.storage), name))
+    return lambda arr: table[arr.view(bits)]
+
+
+def _bit_view(arr: Any) -> Any:
+    """The array as unsigned integers of its width: compared bit for bit (a NaN equals itself)."""
+    return arr.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[arr.dtype.itemsize])
+
+
+class ValueSet:
+    """One set of values for the timing instance: pristine device copies of every input and prepared array, and
+    each output's reference and bound on the device."""
+
+    def __init__(self, family: ProblemFamily, spec: SpecBase, problem: Problem, host: dict[str, np.ndarray]) -> None:
+        import cupy as cp
+
+        self.problem = problem
+        self.refs = family.reference(problem)
+        bounds = family.error_bounds(problem, self.refs, spec.tolerance)
+        self.pristine = {name: cp.asarray(arr) for name, arr in host.items()}
+        self.ref_dev = {name: cp.asarray(ref) for name, ref in self.refs.items()}
+        self.bound_dev = {name: cp.asarray(b.bound) for name, b in bounds.items()} if bounds else None
+        self.tolerances = tolerances(spec, problem)
+
+    def violations(self, name: str, value: Any, largest: float) -> Any:
+        """A device count of output `name`'s elements outside their bound (norm-wise: 1 when out of tolerance)."""
+        import cupy as cp
+
+        ref = self.ref_dev[name]
+        if self.bound_dev is not None:
+            return cp.count_nonzero(~element_ok(cp, value, ref, self.bound_dev[name], largest))
+        err = cp.linalg.norm(cp.nan_to_num(value - ref, nan=np.inf))
+        return (~(err <= self.tolerances[name] * cp.maximum(cp.linalg.norm(ref), 1e-300))).astype(cp.int64)
+
+    def mutations(self, arrays: dict[str, Any]) -> Any:
+        """A device count of input and prepared-array elements that differ from this set's pristine copies."""
+        import cupy as cp
+
+        return sum((cp.count_nonzero(_bit_view(arrays[n]) != _bit_view(p)) for n, p in self.pristine.items()), cp.int64(0))
+
+
+def _value_sets(job: RunJob, family: ProblemFamily, launcher: Launcher, problem: Problem, rng: np.random.Generator) -> list[ValueSet]:
+    """The timing instance's own values and up to VALUE_SETS - 1 more (same structure, every float value drawn
+    anew, the preparation run again), as many as fit in half the free device memory."""
+    import cupy as cp
+
+    sets = [ValueSet(family, job.spec, problem, launcher.host)]
+    out_bytes = sum(16 * int(np.prod(o.shape)) for o in problem.outputs.values())
+    per_set = sum(a.nbytes for a in launcher.host.values()) + out_bytes
+    free = cp.cuda.runtime.memGetInfo()[0]
+    for _ in range(min(VALUE_SETS - 1, int(0.5 * free // max(per_set, 1)))):
+        fresh = family.with_fresh_values(problem, rng)
+        prepared, _ = prepare(job.candidate, family, fresh)
+        host = {**fresh.inputs, **prepared}
+        if any(host[n].shape != a.shape or host[n].dtype != a.dtype for n, a in launcher.host.items()):
+            break  # a preparation whose layout depends on the values: only the first set can be copied in place
+        sets.append(ValueSet(family, job.spec, fresh, host))
+    return sets
+
+
+def save_sanitizer_instances(job: RunJob, family: ProblemFamily, problem: Problem) -> list[str]:
+    """The sanitizer's instances, pickled for the sanitize mode (the main one when it is small enough)."""
+    if not job.instances_path:
+        return []
+    instances = family.sanitizer_instances(job.spec, problem, job.seeds[0])
+    if sum(a.nbytes for a in problem.inputs.values()) <= SANITIZE_MAIN_MAX_BYTES:
+        instances["main"] = problem
+    Path(job.instances_path).write_bytes(pickle.dumps(instances, protocol=pickle.HIGHEST_PROTOCOL))
+    return list(instances)
 
 
 def benchmark(job: RunJob, family: ProblemFamily, module: Any, info: dict[str, Any]) -> tuple[Feedback, Measurement | None, list[BaselineTiming]]:
@@ -267,35 +384,58 @@ def benchmark(job: RunJob, family: ProblemFamily, module: Any, info: dict[str, A
 
     flush = L2Flusher()
     copy_bw = device_copy_bandwidth(flush)
+    rng = np.random.default_rng(job.timing_seed)
     problem = family.make_problem(job.spec, job.timing_seed)
-    refs = family.reference(problem)
-    tols = tolerances(job.spec, problem)
     launcher = Launcher(job.candidate, module, problem, family, info, job.resources)
-    launcher.poison()
-    launcher.run()
-    cp.cuda.Device().synchronize()
-    errors, failed = _compare(launcher.results(), refs, tols)
-    if failed:
-        return Feedback(stage="benchmark", status="failed", error_type="wrong_result",
-                        message=f"{failed} wrong on the timing instance: relative error {errors[failed]:.3g}"), None, []
+    sets = _value_sets(job, family, launcher, problem, rng)
+    decode = {name: _decoder(out.dtype) for name, out in problem.outputs.items()}
+    largest = {name: numerics(out.dtype).largest for name, out in problem.outputs.items()}
+    working = {name: launcher.arrays[name] for name in launcher.host}
+    order: list[int] = []
+    counts: list[tuple[Any, Any]] = []
 
     def before_each() -> None:
+        # a set other than the last one, copied in place at the same addresses: nothing learnt from earlier calls holds
+        choices = [k for k in range(len(sets)) if not order or k != order[-1]] or [0]
+        order.append(int(rng.choice(choices)))
+        for name, arr in sets[order[-1]].pristine.items():
+            working[name][...] = arr
+        launcher.poison()  # each run must compute every output again
+        launcher.garble_workspaces()
         flush()
-        launcher.poison()  # each timed run must compute every output again
 
-    # a number of timed runs the kernel cannot predict (from the timing seed): counting calls to skip work late does not pay
+    def after_each() -> None:
+        current = sets[order[-1]]
+        wrong = sum((current.violations(name, decode[name](out), largest[name]) for name, out in launcher.outputs.items()),
+                    cp.int64(0))
+        counts.append((wrong, current.mutations(working)))
+
+    # a number of runs the kernel cannot predict, every one of them checked
     runs = job.runs + job.timing_seed % (job.runs // 2 + 1)
-    timing = time_call(launcher.run, before_each, warmup=job.warmup, runs=runs)
-    errors, failed = _compare(launcher.results(), refs, tols)
-    if failed:
+    timing = time_call(launcher.run, before_each, after_each=after_each, warmup=job.warmup, runs=runs)
+    wrong_runs = [i for i, (w, _) in enumerate(counts) if int(w)]
+    mutated_runs = [i for i, (_, m) in enumerate(counts) if int(m)]
+    checked = {"runs_checked": len(counts), "value_sets": len(sets)}
+    if mutated_runs:
+        return Feedback(stage="benchmark", status="failed", error_type="input_mutation",
+                        message=f"inputs changed during {len(mutated_runs)} of {len(counts)} runs (first: run {mutated_runs[0]})",
+                        evidence={**checked, "runs_with_mutation": mutated_runs[:20]},
+                        suggestion="inputs are read-only; write only the outputs and the declared workspaces"), None, []
+    if wrong_runs:
         return Feedback(stage="benchmark", status="failed", error_type="inconsistent_output",
-                        message=f"correct when checked, wrong after the timed runs ({failed}: relative error "
-                                f"{errors[failed]:.3g}): the kernel does not compute the result on every call"), None, []
+                        message=f"correct in the correctness trials, wrong in {len(wrong_runs)} of {len(counts)} timed and "
+                                f"warm-up runs (first: run {wrong_runs[0]}): the kernel does not compute the result on every call",
+                        evidence={**checked, "wrong_runs": wrong_runs[:20]},
+                        suggestion="compute from the inputs on every call; keep no state between launches"), None, []
+    refs = sets[0].refs
+    tols = sets[0].tolerances
+    instance_names = save_sanitizer_instances(job, family, problem)
 
-    # a baseline computes the family's first output
+    # a baseline computes the family's first output, on its own copies of the first value set
     first = next(iter(problem.outputs))
     baselines: list[BaselineTiming] = []
-    for call in _baseline_calls(job, launcher, problem):
+    pristine = {name: arr.copy() for name, arr in sets[0].pristine.items()}
+    for call in _baseline_calls(job, pristine, problem):
         cp.cuda.Device().synchronize()  # each call has run once while being prepared: its output is the answer
         b_err = rel_error(to_float64(call.output.get(), problem.outputs[first].dtype), refs[first])
         t = time_call(call.run, flush, warmup=job.warmup, runs=job.runs)
@@ -323,9 +463,10 @@ def benchmark(job: RunJob, family: ProblemFamily, module: Any, info: dict[str, A
         error_type="suspect_timing" if suspect else None,
         message=(f"{timing.median_us:.1f} us is below the physical floor {floor_us:.1f} us (bytes and FLOPs at the "
                  "device's peak): the timing cannot be trusted" if suspect
-                 else f"{timing.median_us:.1f} us, {measurement.bandwidth_fraction:.0%} of the bandwidth floor"),
+                 else f"{timing.median_us:.1f} us, {measurement.bandwidth_fraction:.0%} of the bandwidth floor; "
+                      f"{len(counts)} runs on {len(sets)} value sets changed in place, every output and input checked"),
         evidence={"median_us": timing.median_us, "floor_us": floor_us, "peak_tflops": peak * 1e-12,
-                  "best_baseline_us": measurement.best_baseline_us},
+                  "best_baseline_us": measurement.best_baseline_us, **checked, "sanitizer_instances": instance_names},
     )
     return fb, measurement, baselines
 
@@ -349,18 +490,21 @@ def run_job(job: RunJob) -> RunResult:
 
 
 def sanitize_job(job: RunJob) -> RunResult:
-    """One small instance, plain allocations, nothing initialised that the candidate should write."""
+    """The saved instances named in the job, one after another; plain allocations, nothing initialised that the
+    candidate should write (outputs and workspaces)."""
     import cupy as cp
 
     cp.cuda.set_allocator(None)  # every buffer its own cudaMalloc: the checker knows its true size
     family, info, module = _load(job)
-    problem = family.make_problem(job.spec, job.seeds[0], job.small_shape)
-    try:
-        launcher = Launcher(job.candidate, module, problem, family, info, job.resources, initialise=False)
-    except LaunchRejected as exc:
-        return RunResult(device=info, feedback=[rejection(exc)], trials=[])
-    launcher.run()
-    cp.cuda.Device().synchronize()
+    instances: dict[str, Problem] = pickle.loads(Path(job.instances_path).read_bytes()) if job.instances_path else {}
+    for name in job.sanitize_instances:
+        try:
+            launcher = Launcher(job.candidate, module, instances[name], family, info, job.resources, initialise=False)
+        except LaunchRejected as exc:
+            return RunResult(device=info, feedback=[rejection(exc)], trials=[])
+        launcher.run()
+        cp.cuda.Device().synchronize()
+        del launcher
     return RunResult(device=info, feedback=[], trials=[])
 
 
@@ -376,7 +520,7 @@ def profile_job(job: RunJob) -> RunResult:
         return RunResult(device=info, feedback=[rejection(exc)], trials=[])
     run = launcher.run
     if job.profile_baseline:
-        run = {c.name: c for c in _baseline_calls(job, launcher, problem)}[job.profile_baseline].run
+        run = {c.name: c for c in _baseline_calls(job, launcher.arrays, problem)}[job.profile_baseline].run
     run()  # warm: module load and first-call setup stay outside the profiled range
     cp.cuda.Device().synchronize()
     cp.cuda.profiler.start()

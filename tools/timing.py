@@ -28,8 +28,11 @@ class L2Flusher:
         self._buf.fill(1)
 
 
-def time_call(run: Callable[[], None], before_each: Callable[[], None], *, warmup: int = 5, runs: int = 30) -> Timing:
-    """Median time of `run` on the current stream; `before_each` (L2 flush, output poisoning) runs outside the events.
+def time_call(run: Callable[[], None], before_each: Callable[[], None], *, after_each: Callable[[], None] | None = None,
+              warmup: int = 5, runs: int = 30) -> Timing:
+    """Median time of `run` on the current stream. `before_each` (L2 flush, output poisoning, fresh inputs) and
+    `after_each` (checking the output) run outside the events, around warm-up and timed runs alike, so that a
+    kernel cannot tell them apart.
 
     The whole device is synchronised before the events are read. Candidates cannot put work on other
     streams: they are device code launched by the runner, and the static check refuses device-side
@@ -39,7 +42,10 @@ def time_call(run: Callable[[], None], before_each: Callable[[], None], *, warmu
 
     stream = cp.cuda.get_current_stream()
     for _ in range(warmup):
+        before_each()
         run()
+        if after_each:
+            after_each()
     cp.cuda.Device().synchronize()
     starts = [cp.cuda.Event() for _ in range(runs)]
     ends = [cp.cuda.Event() for _ in range(runs)]
@@ -48,6 +54,8 @@ def time_call(run: Callable[[], None], before_each: Callable[[], None], *, warmu
         starts[i].record(stream)
         run()
         ends[i].record(stream)
+        if after_each:
+            after_each()
     cp.cuda.Device().synchronize()
     times = np.array([cp.cuda.get_elapsed_time(s, e) * 1e3 for s, e in zip(starts, ends)])
     return Timing(

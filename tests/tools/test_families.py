@@ -93,12 +93,14 @@ def test_held_out_shapes_differ_from_the_main_shape(family_name, examples_dir):
 def test_held_out_problem_has_the_held_out_shape():
     spec = parse_spec({"operation": "spmm", "pattern": {"density": 0.05}, "M": 64, "K": 64, "N": 32})
     family = get_family("csr_spmm")
-    (shape,) = family.held_out_shapes(spec, np.random.default_rng(5))
-    problem = family.make_problem(spec, seed=3, shape=shape)
-    assert problem.outputs["C"].shape == (shape["M"], shape["N"])
-    assert problem.inputs["B"].shape == (shape["K"], shape["N"])
-    assert len(problem.inputs["rowptr"]) == shape["M"] + 1
-    assert problem.inputs["colind"].max() < shape["K"]
+    shapes = family.held_out_shapes(spec, np.random.default_rng(5))
+    assert len(shapes) >= 2  # several per verification
+    for shape in shapes:
+        problem = family.make_problem(spec, seed=3, shape=shape)
+        assert problem.outputs["C"].shape == (shape["M"], shape["N"])
+        assert problem.inputs["B"].shape == (shape["K"], shape["N"])
+        assert len(problem.inputs["rowptr"]) == shape["M"] + 1
+        assert problem.inputs["colind"].max() < shape["K"]
 
 
 def test_bf16_storage_rounds_to_nearest_even():

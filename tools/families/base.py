@@ -10,11 +10,14 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
+
+from sparseditto.tools.dtypes import DTYPES, to_float64, to_storage
+from sparseditto.tools.values import ElementBounds, draw_values, element_bound
 
 if TYPE_CHECKING:
     from sparseditto.spec import SpecBase
@@ -27,11 +30,13 @@ Preparation = Callable[["Problem", dict[str, int]], Prepared]
 
 @dataclass(frozen=True)
 class Output:
-    """One output operand: its shape, element type and the largest allowed ||out - ref|| / ||ref||."""
+    """One output operand: its shape, element type, the largest allowed ||out - ref|| / ||ref|| (families whose
+    outputs are not multilinear in the inputs are judged by it) and the accumulation type the family promises."""
 
     shape: tuple[int, ...]
     dtype: str
     tolerance: float
+    accumulate: str = "fp32"
 
 
 @dataclass
@@ -45,6 +50,18 @@ class Problem:
     outputs: dict[str, Output]
     # float32 scalar arguments (scales, alpha ...) drawn with the inputs
     scalars: dict[str, float] = field(default_factory=dict)
+
+    def float_inputs(self) -> list[str]:
+        """The inputs that hold values (not structure): those of a floating-point type."""
+        return [name for name in self.inputs if DTYPES[self.input_dtypes.get(name, "int32")].is_float]
+
+    def mapped(self, values: Callable[[np.ndarray, str], np.ndarray]) -> "Problem":
+        """The same structure with each float input replaced by `values(float64 array, dtype)`, rounded to its type."""
+        inputs = dict(self.inputs)
+        for name in self.float_inputs():
+            d = self.input_dtypes[name]
+            inputs[name] = to_storage(values(to_float64(self.inputs[name], d), d), d).reshape(self.inputs[name].shape)
+        return replace(self, inputs=inputs)
 
 
 @dataclass(frozen=True)
@@ -67,6 +84,9 @@ class ProblemFamily(ABC):
     preparations: ClassVar[Mapping[str, Preparation]] = {}
     # the speedup over the best baseline at which the offline reviewer stops searching
     target_speedup: ClassVar[float] = 2.0
+    # every output element a sum of products of one element of each float input (SpMV, SpMM, GEMM, SDDMM ...):
+    # then each element is judged against a bound from its own terms (`error_bounds`), else norm-wise
+    multilinear: ClassVar[bool] = False
 
     # -- the spec ----------------------------------------------------------------------------------
     @classmethod
@@ -117,6 +137,29 @@ class ProblemFamily(ABC):
     @abstractmethod
     def held_out_shapes(self, spec: "SpecBase", rng: np.random.Generator) -> list[dict[str, int]]:
         """Shapes the coder never sees, drawn per verification, used in correctness trials."""
+
+    def sanitizer_instances(self, spec: "SpecBase", main: Problem, seed: int) -> dict[str, Problem]:
+        """compute-sanitizer's instances, named; together they must reach every code path a kernel may have at
+        the spec's shapes (tails, and whatever the family's structure makes kernels branch on)."""
+        return {"tails": self.make_problem(spec, seed, self.sanitizer_shape(spec))}
+
+    # -- values and bounds -------------------------------------------------------------------------
+    def with_fresh_values(self, problem: Problem, rng: np.random.Generator, specials: bool = False) -> Problem:
+        """The same structure with every float input drawn anew (varied magnitudes; IEEE specials on request):
+        what the runner copies in place between calls, so that nothing learnt from earlier inputs still holds."""
+        return problem.mapped(lambda old, d: draw_values(rng, old.size, d, specials))
+
+    def error_bounds(self, problem: Problem, refs: Mapping[str, np.ndarray],
+                     tolerance: float | None = None) -> dict[str, ElementBounds] | None:
+        """Each output element's allowed error (tools/values.py element_bound), for a multilinear family: its
+        condition is the reference on |inputs| and its number of terms the reference on all-ones inputs.
+        None for other families (judged norm-wise by each output's tolerance)."""
+        if not self.multilinear:
+            return None
+        conditions = self.reference(problem.mapped(lambda old, d: np.abs(old)))
+        terms = self.reference(problem.mapped(lambda old, d: np.ones_like(old)))
+        return {name: element_bound(refs[name], conditions[name], terms[name], out.accumulate, out.dtype, tolerance)
+                for name, out in problem.outputs.items()}
 
     # -- artifacts and experience ------------------------------------------------------------------
     @abstractmethod

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import dataclasses
 import hashlib
 import math
 from collections.abc import Mapping
@@ -21,6 +22,7 @@ from sparseditto.tools.dtypes import to_float64, to_storage
 from sparseditto.tools.families.base import Output, Problem, ProblemFamily
 from sparseditto.tools.launch_script import launch_table
 from sparseditto.tools.matrices import generate_csr, load_matrix_file, matrix_shape, row_lengths
+from sparseditto.tools.values import draw_values
 
 if TYPE_CHECKING:
     from sparseditto.tools.contract import KernelCandidate
@@ -29,6 +31,8 @@ KERNELS_ROOT = Path(__file__).resolve().parents[2] / "knowledge_base" / "kernels
 # largest allowed ||out - ref|| / ||ref|| by value type (fp32 sums of many terms; 16-bit values rounded once)
 TOLERANCE = {"fp32": 1e-5, "fp16": 2e-3, "bf16": 1e-2}
 CSR_OPERATIONS = {"spmv", "spmm"}
+# the sanitizer's row slice of the main matrix: its longest rows and a random sample
+SANITIZER_LONGEST, SANITIZER_ROWS = 64, 4096
 
 
 class UnstructuredPattern(Strict):
@@ -109,7 +113,6 @@ def spec_matrix(spec: CsrSpecFields, rng: np.random.Generator, M: int | None = N
         mat = load_matrix_file(spec.pattern)
         if M is not None and (M, K) != mat.shape:
             mat = mat[:M, :K].tocsr()
-        mat.data = rng.uniform(-1.0, 1.0, size=mat.nnz).astype(np.float32)
         return mat
     sM, sK, _ = spec_matrix_shape(spec)
     return generate_csr(spec.pattern, M or sM, K or sK, np.float32, rng)
@@ -136,6 +139,7 @@ class CsrFamily(ProblemFamily):
     """A CSR matrix A times a dense operand; subclasses name the operand and the output and add their strategies."""
 
     format: ClassVar[str] = "csr"
+    multilinear: ClassVar[bool] = True
     dense_name: ClassVar[str]
     output_name: ClassVar[str]
 
@@ -161,8 +165,8 @@ class CsrFamily(ProblemFamily):
         inputs = {
             "rowptr": mat.indptr.astype(np.int32),
             "colind": mat.indices.astype(np.int32),
-            "values": to_storage(mat.data, spec.dtype),
-            self.dense_name: to_storage(rng.uniform(-1.0, 1.0, size=dense_shape).astype(np.float32), spec.dtype),
+            "values": to_storage(draw_values(rng, mat.nnz, spec.dtype), spec.dtype),
+            self.dense_name: to_storage(draw_values(rng, math.prod(dense_shape), spec.dtype), spec.dtype).reshape(dense_shape),
         }
         out_shape = (M,) if self.operation == "spmv" else (M, N)
         return Problem(
@@ -193,14 +197,40 @@ class CsrFamily(ProblemFamily):
         s = self.symbols(spec)
         return {"M": min(s["M"], 301), "K": min(s["K"], 263), "N": min(s["N"], 61)}
 
+    def sanitizer_instances(self, spec: SpecBase, main: Problem, seed: int) -> dict[str, Problem]:
+        """The tails instance, and the main matrix's rows a kernel may treat apart: its longest rows, its first
+        and last, and a random sample (row lengths, columns and values kept), at the main shape's N."""
+        rng = np.random.default_rng(seed)
+        rowptr = main.inputs["rowptr"].astype(np.int64)
+        M = len(rowptr) - 1
+        lengths = np.diff(rowptr)
+        chosen = np.concatenate([np.argsort(lengths, kind="stable")[-SANITIZER_LONGEST:], np.arange(min(M, 8)),
+                                 np.arange(max(M - 8, 0), M), rng.choice(M, size=min(M, SANITIZER_ROWS), replace=False)])
+        rows = np.unique(chosen)
+        starts, ends = rowptr[rows], rowptr[rows + 1]
+        take = np.concatenate([np.arange(a, b) for a, b in zip(starts, ends)]) if len(rows) else np.zeros(0, np.int64)
+        inputs = {**main.inputs, "rowptr": np.concatenate([[0], np.cumsum(ends - starts)]).astype(np.int32),
+                  "colind": main.inputs["colind"][take], "values": main.inputs["values"][take]}
+        out_shape = (len(rows),) + main.outputs[self.output_name].shape[1:]
+        sliced = Problem(dtype=main.dtype, symbols={**main.symbols, "M": len(rows), "nnz": len(take)}, inputs=inputs,
+                         input_dtypes=main.input_dtypes, scalars=main.scalars,
+                         outputs={self.output_name: dataclasses.replace(main.outputs[self.output_name], shape=out_shape)})
+        return {**super().sanitizer_instances(spec, main, seed), "longest_rows": sliced}
+
     def held_out_shapes(self, spec: SpecBase, rng: np.random.Generator) -> list[dict[str, int]]:
-        """A file matrix keeps its pattern (rows cut to a drawn count); a generated one gets a drawn shape."""
+        """Two shapes per verification: about half the spec's rows and columns with a drawn tail, and a small
+        one with an odd row count; N moves by a drawn tail (SpMM). A file matrix keeps its pattern (cut)."""
         M, K, _ = spec_matrix_shape(spec)
         N = self.dense_columns(spec)
-        held_N = N if self.operation == "spmv" else max(1, N - int(rng.integers(1, 8)) if N > 8 else N + int(rng.integers(1, 8)))
+
+        def tail_N() -> int:
+            return N if self.operation == "spmv" else (N - int(rng.integers(1, 8)) if N > 8 else N + int(rng.integers(1, 8)))
+
         if isinstance(spec.pattern, MatrixFilePattern):
-            return [{"M": M, "K": K, "N": held_N}]
-        return [{"M": max(1, M // 2 + int(rng.integers(1, 64))), "K": max(1, K // 2 + int(rng.integers(1, 64))), "N": held_N}]
+            return [{"M": M, "K": K, "N": tail_N()},
+                    {"M": max(1, min(M, 2 * int(rng.integers(16, 512)) + 1)), "K": K, "N": tail_N()}]
+        return [{"M": max(1, M // 2 + int(rng.integers(1, 64))), "K": max(1, K // 2 + int(rng.integers(1, 64))), "N": tail_N()},
+                {"M": min(M, 2 * int(rng.integers(16, 512)) + 1), "K": max(1, K - int(rng.integers(1, 64))), "N": tail_N()}]
 
     # -- planning ----------------------------------------------------------------------------------
     def matrix_and_lengths(self, spec: SpecBase, need_matrix: bool) -> tuple[sp.csr_matrix | None, np.ndarray]:

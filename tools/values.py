@@ -1,0 +1,107 @@
+"""Input values that coarse arithmetic cannot hide in, and the bound each output element must meet.
+
+Uniform values in [-1, 1) give every term the same scale, so dropping small products, flushing subnormals or
+accumulating in a cheaper type than promised all stay inside a norm-wise tolerance. Here runs of consecutive
+elements get their own power-of-two scale (most at 1, some far above or below, a few in the type's subnormal
+range), signs are random, and some trials carry IEEE special values. Each output element is then held to the
+error that its own terms allow in the promised accumulation type (`element_bound`), and to IEEE semantics where
+the exact result is NaN or infinite (`element_ok`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from sparseditto.tools.dtypes import dtype
+
+# the largest |exponent| of a run's scale: the product of two such values stays far inside the type's range
+_SPREAD = {1: 2, 2: 4, 4: 8}
+_RUN_LENGTH = 64  # runs are 1.._RUN_LENGTH elements long: rows and tiles of one scale, mixed with others
+
+
+@dataclass(frozen=True)
+class Numerics:
+    """What the bound of a value type needs: unit roundoff, smallest normal and subnormal, largest finite."""
+
+    unit_roundoff: float
+    smallest_normal: float
+    smallest_subnormal: float
+    largest: float
+    has_inf: bool
+    has_nan: bool
+
+
+def numerics(name: str) -> Numerics:
+    info = ml_dtypes.finfo(dtype(name).logical)
+    logical = dtype(name).logical
+    return Numerics(unit_roundoff=float(info.eps) / 2, smallest_normal=float(info.smallest_normal),
+                    smallest_subnormal=float(info.smallest_subnormal), largest=float(info.max),
+                    has_inf=bool(np.isinf(np.array(np.inf).astype(logical))),
+                    has_nan=bool(np.isnan(np.array(np.nan).astype(logical))))
+
+
+def draw_values(rng: np.random.Generator, size: int, name: str, specials: bool = False) -> np.ndarray:
+    """`size` float64 values for a float type `name` (round them with `to_storage`): magnitudes in [0.5, 1)
+    times a per-run power of two, random signs; with `specials`, a NaN, +Inf and -Inf at random places where the
+    type has them."""
+    num = numerics(name)
+    spread = _SPREAD[dtype(name).bytes]
+    lengths = rng.integers(1, _RUN_LENGTH + 1, size=size // 2 + 1)
+    runs = int(np.searchsorted(np.cumsum(lengths), size)) + 1
+    kind = rng.random(runs)
+    exponent = np.where(kind < 0.6, 0, rng.integers(-spread, spread + 1, size=runs))
+    low_normal = int(np.log2(num.smallest_normal))
+    deepest = max(int(np.log2(num.smallest_subnormal)) + 3, low_normal - 6)
+    subnormal = kind >= 0.92  # a few runs whose values are subnormal in the type
+    exponent = np.where(subnormal, rng.integers(deepest, low_normal, size=runs), exponent)
+    scale = np.repeat(np.exp2(exponent.astype(np.float64)), lengths[:runs])[:size]
+    values = rng.uniform(0.5, 1.0, size=size) * scale * rng.choice((-1.0, 1.0), size=size)
+    if specials and size:
+        chosen = [v for v, ok in ((np.nan, num.has_nan), (np.inf, num.has_inf), (-np.inf, num.has_inf)) if ok]
+        values[rng.choice(size, size=min(len(chosen), size), replace=False)] = chosen[:size]
+    return values
+
+
+@dataclass(frozen=True)
+class ElementBounds:
+    """Each element's largest allowed |out - ref|, and where the exact result lies in the subnormal range of the
+    accumulation type (there, a flush to zero is the likely cause of a failure)."""
+
+    bound: np.ndarray
+    subnormal: np.ndarray
+
+
+def element_bound(ref: np.ndarray, condition: np.ndarray, terms: np.ndarray, accumulate: str, out: str,
+                  tolerance: float | None = None) -> ElementBounds:
+    """|out - ref| <= 2(n + 2) u_acc sum|a||b| + u_out |ref| + (n + 1) eta_acc + eta_out.
+
+    n terms each rounded once in the accumulation type (products of lower-precision inputs are exact in it;
+    the factor 2 covers tensor cores that truncate instead of rounding), one rounding to the output type, and the
+    absolute error of underflow (eta: the smallest subnormal). Any summation order meets it; a cheaper
+    accumulation type or dropped terms do not. A spec's `tolerance` loosens it to tolerance * sum|a||b|.
+    """
+    acc, dst = numerics(accumulate), numerics(out)
+    with np.errstate(invalid="ignore", over="ignore"):
+        bound = (2 * (terms + 2) * acc.unit_roundoff * condition + dst.unit_roundoff * np.abs(ref)
+                 + (terms + 1) * acc.smallest_subnormal + dst.smallest_subnormal)
+        if tolerance is not None:
+            bound = np.maximum(bound, tolerance * condition)
+        subnormal = condition < (terms + 1) * acc.smallest_normal
+    return ElementBounds(bound=bound, subnormal=subnormal)
+
+
+def element_ok(xp: Any, out: Any, ref: Any, bound: Any, largest: float) -> Any:
+    """Where `out` meets its element's bound (NumPy or CuPy arrays, `xp` their module). A NaN result must be
+    NaN; an infinite one equal; a finite one within its bound, or, when it lies within the bound of the
+    output type's largest value, an infinity of its sign (rounding to the type may overflow)."""
+    finite = xp.isfinite(ref)
+    with np.errstate(invalid="ignore"):
+        diff = xp.abs(out - ref)
+        close = finite & (diff <= bound)
+        overflow = finite & (xp.abs(ref) + bound >= largest) & xp.isinf(out) & (xp.sign(out) == xp.sign(ref))
+        special = (xp.isnan(ref) & xp.isnan(out)) | (xp.isinf(ref) & (out == ref))
+    return close | overflow | special
