@@ -33,18 +33,23 @@ def first_failure(report):
 
 
 def adversarial(verifier: GpuVerifier) -> list[dict]:
+    """Every case on its own spec, then the honest kernel on each spec the cases use."""
     rows = []
-    spec = adversarial_spec()
-    for case in (*CASES, CORRECT):
+    specs = {}
+    for case in CASES:
+        specs.setdefault(case.spec, case.spec())
+    honest = [(CORRECT, spec) for spec in specs.values()]
+    for case, spec in [*((c, specs[c.spec]) for c in CASES), *honest]:
         start = time.perf_counter()
         report = verifier.verify(case.candidate(), spec)
         fail = first_failure(report)
         got = (fail.stage, fail.error_type) if fail else ("", "")
-        rows.append({"case": case.name, "cheat": case.cheat, "expected": [case.stage, case.error_type], "got": list(got),
+        rows.append({"case": case.name, "hole": case.hole, "spec": spec.name, "cheat": case.cheat,
+                     "expected": [case.stage, case.error_type], "got": list(got),
                      "as_expected": got == (case.stage, case.error_type), "accepted": report.correct,
                      "message": fail.message if fail else "", "seconds": round(time.perf_counter() - start, 2),
                      "stage_seconds": stage_seconds(report)})
-        print(f"{case.name:22s} expected {case.stage}/{case.error_type:20s} got {got[0]}/{got[1]}", flush=True)
+        print(f"{case.name:32s} {spec.name:22s} expected {case.stage}/{case.error_type:22s} got {got[0]}/{got[1]}", flush=True)
     return rows
 
 

@@ -132,8 +132,8 @@ def _eval(node: ast.AST, symbols: Mapping[str, int], src: str, depth: int) -> in
         if node.func.id == "ceil_div":
             if len(args) != 2 or args[1] == 0:
                 raise ExpressionError(f"ceil_div takes two arguments, the second non-zero, in {src!r}")
-        elif not args:
-            raise ExpressionError(f"{node.func.id} needs arguments in {src!r}")
+        elif len(args) < 2:
+            raise ExpressionError(f"{node.func.id} takes two or more arguments in {src!r}")
         return int(_FUNCS[node.func.id](*args))
     raise ExpressionError(f"only integers, symbols, + - * // %, ceil_div, min, max, comparisons and and/or/not "
                           f"are allowed: {src!r}")

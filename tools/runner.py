@@ -162,7 +162,8 @@ class Launcher:
         return (self.outputs[name].view(bits.dtype) == bits).get()
 
     def inputs_unchanged(self) -> bool:
-        return all(np.array_equal(self.arrays[name].get(), arr) for name, arr in self.host.items())
+        """Bit for bit (a NaN input equals itself)."""
+        return all(np.array_equal(_bit_view(self.arrays[name]).get(), _bit_view(arr)) for name, arr in self.host.items())
 
     def results(self) -> dict[str, np.ndarray]:
         return {name: to_float64(out.get(), self.problem.outputs[name].dtype) for name, out in self.outputs.items()}

@@ -132,3 +132,26 @@ def test_min_bytes_and_flops_count_each_operand_once():
     assert fam.flops(s) == 2 * 400 * 8
     assert fam.min_bytes(s, "fp32") == 4 * 101 + 400 * 8 + (50 + 100) * 8 * 4
     assert fam.min_bytes(s, "fp16") == 4 * 101 + 400 * 6 + (50 + 100) * 8 * 2
+
+
+def test_sanitizer_instances_reach_the_longest_rows_and_both_ends():
+    """The sanitizer runs where a kernel branches on row length: a slice of the main matrix keeps its longest
+    rows (lengths, columns and values), its first and last rows; the tails instance is not a multiple of a tile."""
+    spec = parse_spec({"operation": "spmm", "pattern": {"distribution": "power_law", "nnz_per_row": 8},
+                       "M": 20000, "K": 3000, "N": 64})
+    family = get_family("csr_spmm")
+    main = family.make_problem(spec, seed=4)
+    instances = family.sanitizer_instances(spec, main, seed=9)
+    tails, sliced = instances["tails"], instances["longest_rows"]
+    assert tails.symbols["M"] % 2 and tails.symbols["N"] % 2
+    main_lengths = np.diff(main.inputs["rowptr"])
+    sliced_lengths = np.diff(sliced.inputs["rowptr"])
+    assert sliced_lengths.max() == main_lengths.max()
+    assert sorted(sliced_lengths)[-64:] == sorted(main_lengths)[-64:]
+    assert 4096 <= sliced.symbols["M"] < main.symbols["M"] and sliced.symbols["N"] == 64
+    assert sliced.inputs["B"] is main.inputs["B"] and sliced.symbols["nnz"] == len(sliced.inputs["colind"])
+    assert sliced.outputs["C"].shape == (sliced.symbols["M"], 64)
+    first = main.inputs["colind"][: main.inputs["rowptr"][1]]
+    assert np.array_equal(sliced.inputs["colind"][: sliced.inputs["rowptr"][1]], first)
+    last = main.inputs["colind"][main.inputs["rowptr"][-2]:]
+    assert np.array_equal(sliced.inputs["colind"][sliced.inputs["rowptr"][-2]:], last)

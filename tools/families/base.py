@@ -55,12 +55,12 @@ class Problem:
         """The inputs that hold values (not structure): those of a floating-point type."""
         return [name for name in self.inputs if DTYPES[self.input_dtypes.get(name, "int32")].is_float]
 
-    def mapped(self, values: Callable[[np.ndarray, str], np.ndarray]) -> "Problem":
-        """The same structure with each float input replaced by `values(float64 array, dtype)`, rounded to its type."""
+    def mapped(self, values: Callable[[str, np.ndarray, str], np.ndarray]) -> "Problem":
+        """The same structure with each float input replaced by `values(name, float64 array, dtype)`, rounded to its type."""
         inputs = dict(self.inputs)
         for name in self.float_inputs():
             d = self.input_dtypes[name]
-            inputs[name] = to_storage(values(to_float64(self.inputs[name], d), d), d).reshape(self.inputs[name].shape)
+            inputs[name] = to_storage(values(name, to_float64(self.inputs[name], d), d), d).reshape(self.inputs[name].shape)
         return replace(self, inputs=inputs)
 
 
@@ -87,6 +87,8 @@ class ProblemFamily(ABC):
     # every output element a sum of products of one element of each float input (SpMV, SpMM, GEMM, SDDMM ...):
     # then each element is judged against a bound from its own terms (`error_bounds`), else norm-wise
     multilinear: ClassVar[bool] = False
+    # the inputs that get IEEE special values in some trials (None: every float input)
+    special_inputs: ClassVar[tuple[str, ...] | None] = None
 
     # -- the spec ----------------------------------------------------------------------------------
     @classmethod
@@ -147,7 +149,8 @@ class ProblemFamily(ABC):
     def with_fresh_values(self, problem: Problem, rng: np.random.Generator, specials: bool = False) -> Problem:
         """The same structure with every float input drawn anew (varied magnitudes; IEEE specials on request):
         what the runner copies in place between calls, so that nothing learnt from earlier inputs still holds."""
-        return problem.mapped(lambda old, d: draw_values(rng, old.size, d, specials))
+        chosen = self.special_inputs
+        return problem.mapped(lambda name, old, d: draw_values(rng, old.size, d, specials and (chosen is None or name in chosen)))
 
     def error_bounds(self, problem: Problem, refs: Mapping[str, np.ndarray],
                      tolerance: float | None = None) -> dict[str, ElementBounds] | None:
@@ -156,8 +159,8 @@ class ProblemFamily(ABC):
         None for other families (judged norm-wise by each output's tolerance)."""
         if not self.multilinear:
             return None
-        conditions = self.reference(problem.mapped(lambda old, d: np.abs(old)))
-        terms = self.reference(problem.mapped(lambda old, d: np.ones_like(old)))
+        conditions = self.reference(problem.mapped(lambda name, old, d: np.abs(old)))
+        terms = self.reference(problem.mapped(lambda name, old, d: np.ones_like(old)))
         return {name: element_bound(refs[name], conditions[name], terms[name], out.accumulate, out.dtype, tolerance)
                 for name, out in problem.outputs.items()}
 
