@@ -36,6 +36,7 @@ class CompileResult(BaseModel):
     log: str
     resources: dict[str, KernelResources] = {}
     cubin: bytes | None = None
+    ptx: str | None = None  # what NVVM made before ptxas: the compiled-code check reads it (tools/ptx_check.py)
     options: list[str] = []
 
     model_config = {"ser_json_bytes": "base64", "val_json_bytes": "base64"}
@@ -166,8 +167,8 @@ def complete_elf(image: bytes) -> bytes:
 
 
 def compile_source(source: str, arch: str, options: list[str], name: str = "candidate.cu") -> CompileResult:
-    """Compile to a cubin for `arch` (e.g. sm_90a), with the device header folders on the include path.
-    A compile error is a result, not an exception."""
+    """Compile to a cubin for `arch` (e.g. sm_90a), keeping the PTX it was assembled from, with the device header
+    folders on the include path. A compile error is a result, not an exception."""
     from cupy.cuda import nvrtc
 
     includes = [f"-I{d}" for d in device_headers().include_dirs]
@@ -182,6 +183,7 @@ def compile_source(source: str, arch: str, options: list[str], name: str = "cand
             ok = False
         log = nvrtc.getProgramLog(prog)
         cubin = complete_elf(nvrtc.getCUBIN(prog)) if ok else None
+        ptx = nvrtc.getPTX(prog).decode() if ok else None
     finally:
         nvrtc.destroyProgram(prog)
     return CompileResult(
@@ -191,5 +193,6 @@ def compile_source(source: str, arch: str, options: list[str], name: str = "cand
         log=log.strip(),
         resources=parse_ptxas(log) if ok else {},
         cubin=cubin,
+        ptx=ptx,
         options=opts,
     )

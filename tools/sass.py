@@ -27,8 +27,9 @@ _INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_
 _FORBIDDEN = (
     (re.compile(r"\bCALL\.ABS\b"), "a call into the CUDA device runtime (printf, malloc, assert or a launch)"),
     (re.compile(r"\bBPT\b"), "a trap or breakpoint"),
-    (re.compile(r"\bSR_(?:CLOCK|GLOBALTIMER)\w*"), "a clock or timer read"),
+    (re.compile(r"\bSR_(?:CLOCK|GLOBALTIMER|PM)\w*"), "a clock, timer or performance-counter read"),
     (re.compile(r"\bNANOSLEEP\b"), "a sleep"),
+    (re.compile(r"\bPMTRIG\b"), "a performance-monitor event"),
 )
 
 

@@ -30,7 +30,7 @@ from sparseditto.tools.results import NOT_EXECUTED_NO_GPU, Feedback, Verificatio
 from sparseditto.tools.runner import RunJob, RunResult, array_infos, prepare, rejection
 from sparseditto.tools.sanitizer import find_sanitizer
 from sparseditto.tools.sass import SassCounts, analyse_cubin
-from sparseditto.tools.source_check import check_cubin, check_source
+from sparseditto.tools.source_check import check_compiled, check_source
 
 log = structlog.get_logger(__name__)
 
@@ -112,18 +112,19 @@ def static_analysis(result: CompileResult) -> tuple[Feedback, dict[str, SassCoun
 
 
 def check_and_compile(candidate: KernelCandidate, spec: Spec, arch: str) -> tuple[CompileResult | None, list[Feedback], dict[str, SassCounts]]:
-    """Static source check, compile, SASS mix and launch geometry: everything that needs no GPU."""
+    """Static source check, compile, the contract on the compiled code (PTX and SASS), SASS mix and launch
+    geometry: everything that needs no GPU."""
     refused = check_source(candidate.source)
     if refused:
         return None, refused, {}
     result, fb = compile_candidate(candidate, spec, arch)
     if not result.ok:
         return result, [fb], {}
-    compiled_check = check_cubin(result.cubin or b"")
+    compiled_check = check_compiled(result)
     if isinstance(compiled_check, list) and compiled_check:
         return result, [fb, *compiled_check], {}
     static, sass = static_analysis(result)
-    if isinstance(compiled_check, str):  # the disassembler could not run: say so, never call it passed
+    if isinstance(compiled_check, str):  # a layer of the check could not run: say so, never call it passed
         static = static.model_copy(update={"message": f"{static.message}; compiled-code check not executed: {compiled_check}"})
     feedback = [fb, static]
     if bad := check_geometry(candidate, spec, arch, result.resources):
@@ -157,8 +158,8 @@ class CompileOnlyVerifier:
 class GpuVerifier:
     """Compile here, run in child processes with timeouts: a crash or hang never reaches the pipeline.
 
-    Stages: static check and compile -> correctness and benchmark (one child) -> compute-sanitizer on a
-    small instance (one child per tool) -> Nsight Compute on the main shape (candidate, and the best
+    Stages: static check and compile -> correctness and benchmark (one child) -> compute-sanitizer on the
+    instances that child saved (tails, the longest rows, the main instance; one child per tool) -> Nsight Compute on the main shape (candidate, and the best
     baseline once per spec). Each later stage runs only when the earlier ones passed, and the sanitizer
     and profiler only for a candidate faster than the run's best so far: only such a candidate can be
     accepted, so every accepted kernel has passed them.
@@ -186,10 +187,11 @@ class GpuVerifier:
             cubin = Path(tmp) / f"candidate-{secrets.token_hex(4)}.cubin"
             cubin.write_bytes(result.cubin or b"")
             seeds = [secrets.randbelow(2**31) for _ in range(self.trials)]
-            held_out = family.held_out_shapes(spec, np.random.default_rng(secrets.randbits(64)))  # drawn per verification
+            held_out_seed = secrets.randbits(63)  # drawn per verification, recorded in the report
+            held_out = family.held_out_shapes(spec, np.random.default_rng(held_out_seed))
             job = RunJob(candidate=candidate, spec=spec, cubin_path=str(cubin), resources=result.resources, seeds=seeds,
-                         held_out_shapes=held_out, timing_seed=secrets.randbelow(2**31), runs=self.runs,
-                         small_shape=family.sanitizer_shape(spec))
+                         held_out_shapes=held_out, held_out_seed=held_out_seed, timing_seed=secrets.randbelow(2**31),
+                         runs=self.runs, instances_path=str(Path(tmp) / "sanitizer-instances.pkl"))
             run = run_child(job, Path(tmp), self.timeout_s)
             if isinstance(run, Feedback):
                 return _report(candidate, self.backend, result, [*feedback, run], sass)
@@ -206,17 +208,18 @@ class GpuVerifier:
             if skipped:
                 feedback += [Feedback(stage=s, status="not_executed", message=skipped) for s in ("sanitizer", "profile")]
                 return _report(candidate, self.backend, result, feedback, sass, **extra)
-            feedback.append(self._sanitize(job, Path(tmp)))
+            instances = next(f for f in run.feedback if f.stage == "benchmark").evidence.get("sanitizer_instances", [])
+            feedback.append(self._sanitize(job, Path(tmp), instances))
             if feedback[-1].status == "passed":
                 feedback.append(self._profile(job, run, Path(tmp)))
         return _report(candidate, self.backend, result, feedback, sass, **extra)
 
-    def _sanitize(self, job: RunJob, tmp: Path) -> Feedback:
+    def _sanitize(self, job: RunJob, tmp: Path, instances: list[str]) -> Feedback:
         if not self.sanitize:
             return Feedback(stage="sanitizer", status="not_executed", message="not executed: switched off (SPARSEDITTO_SANITIZE=0)")
         if find_sanitizer() is None:
             return Feedback(stage="sanitizer", status="not_executed", message="not executed: compute-sanitizer not found")
-        return sanitizer_stage(job.model_copy(update={"mode": "sanitize"}), tmp, self.tool_timeout_s)
+        return sanitizer_stage(job.model_copy(update={"mode": "sanitize"}), tmp, self.tool_timeout_s, instances)
 
     def _profile(self, job: RunJob, run: RunResult, tmp: Path) -> Feedback:
         if not self.profile:

@@ -12,7 +12,7 @@ import pytest
 
 from sparseditto.tools.compiler import compile_source
 from sparseditto.tools.sass import analyse_cubin
-from sparseditto.tools.source_check import check_cubin, check_source
+from sparseditto.tools.source_check import check_compiled, check_source
 
 FAMILY_DIR = Path(__file__).resolve().parents[1] / "fixtures" / "families" / "cute_tile_gemm"
 KERNEL = FAMILY_DIR / "kernels" / "cute_gemm_wgmma_ss.cu"
@@ -43,7 +43,7 @@ def test_cute_kernel_runs_on_wgmma_and_holds_nothing_refused(compiled):
     assert counts[ENTRY].tensor_core == 4
     assert counts[ENTRY].async_copies > 0
     assert counts[ENTRY].local_loads == counts[ENTRY].local_stores == 0
-    assert check_cubin(compiled.cubin) == []
+    assert check_compiled(compiled) == []  # its PTX and SASS
 
 
 @pytest.fixture

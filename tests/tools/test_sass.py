@@ -9,7 +9,7 @@ import pytest
 from sparseditto.knowledge_base.library import get_kernel
 from sparseditto.tools.compiler import compile_source
 from sparseditto.tools.dtypes import dtype as dtype_info
-from sparseditto.tools.sass import analyse_cubin, find_disassembler, parse_sass
+from sparseditto.tools.sass import analyse_cubin, find_disassembler, forbidden_instructions, parse_sass
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "sass" / "spmm_csr_rowsplit_vw4_sm90.sass"
 
@@ -27,6 +27,15 @@ def test_predicated_and_wide_instructions_are_counted():
                "        /*0020*/   HMMA.16816.F32 R8, R4, R6, R8 ;\n        /*0030*/   STL [R1], R0 ;\n")
     c = parse_sass(listing)["k"]
     assert (c.instructions, c.global_loads_128, c.tensor_core, c.local_stores) == (3, 1, 1, 1)
+
+
+def test_refused_instructions_are_named_with_their_function_and_an_early_exit_is_not():
+    listing = (".text.k:\n        /*0010*/   @P0 EXIT ;\n        /*0020*/   S2UR UR4, SR_PM0 ;\n"
+               "        /*0030*/   PMTRIG 0x2 ;\n        /*0040*/   CS2R R4, SR_CLOCKLO ;\n")
+    assert [(f.function, f.instruction, f.what) for f in forbidden_instructions(listing)] == [
+        ("k", "S2UR UR4, SR_PM0", "a clock, timer or performance-counter read"),
+        ("k", "PMTRIG 0x2", "a performance-monitor event"),
+    ]
 
 
 @pytest.mark.skipif(find_disassembler() is None, reason="nvdisasm not installed")
