@@ -58,7 +58,7 @@ class CheckedOutput:
         err = rel_error(out, ref) if finite else rel_error(np.where(np.isfinite(ref), out, 0), np.where(np.isfinite(ref), ref, 0))
         if bounds is None:
             return cls(out, ref, tolerance, unwritten, None, None, err, bool(err <= tolerance) and not unwritten.any())
-        failing = ~element_ok(np, out, ref, bounds.bound, largest) | unwritten
+        failing = ~element_ok(out, ref, bounds.bound, largest) | unwritten
         return cls(out, ref, tolerance, unwritten, bounds, failing, err, not failing.any())
 
     @property

@@ -35,9 +35,10 @@ from sparseditto.tools.kernel_launch import DriverLaunch, KernelParams
 from sparseditto.tools.launch_check import DeviceLimits, LaunchRejected, max_shared_bytes_per_block, plan_launch
 from sparseditto.tools.peaks import peak_flops
 from sparseditto.tools.results import BaselineTiming, Feedback, Measurement, Trial, fastest_per_library
+from sparseditto.tools.run_checks import RunChecker
 from sparseditto.tools.tensormap import ArrayInfo, TensorMapError, encode
 from sparseditto.tools.timing import L2Flusher, device_copy_bandwidth, time_call
-from sparseditto.tools.values import element_ok, numerics
+from sparseditto.tools.values import numerics
 
 DEFAULT_DYNAMIC_SHARED = 48 * 1024  # above this a function's dynamic shared-memory limit must be raised
 VALUE_SETS = 3  # value sets the timed runs cycle through, changed in place (fewer when memory is short)
@@ -301,18 +302,6 @@ def check_correctness(job: RunJob, family: ProblemFamily, module: Any, info: dic
     )
 
 
-def _decoder(name: str) -> Any:
-    """Storage array on the device -> float64 on the device, for any output type (a table for 8 and 16 bits)."""
-    import cupy as cp
-
-    d = DTYPES[name]
-    if d.bytes > 2 or not d.is_float:
-        return lambda arr: arr.astype(cp.float64)
-    bits = {1: np.uint8, 2: np.uint16}[d.bytes]
-    table = cp.asarray(to_float64(np.arange(1 << (8 * d.bytes), dtype=np.int64).astype(bits).view(d.storage), name))
-    return lambda arr: table[arr.view(bits)]
-
-
 def _bit_view(arr: Any) -> Any:
     """The array as unsigned integers of its width: compared bit for bit (a NaN equals itself)."""
     return arr.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[arr.dtype.itemsize])
@@ -333,39 +322,52 @@ class ValueSet:
         self.bound_dev = {name: cp.asarray(b.bound) for name, b in bounds.items()} if bounds else None
         self.tolerances = tolerances(spec, problem)
 
-    def violations(self, name: str, value: Any, largest: float) -> Any:
-        """A device count of output `name`'s elements outside their bound (norm-wise: 1 when out of tolerance)."""
+    def check(self, checker: RunChecker, run: int, outputs: dict[str, Any], working: dict[str, Any]) -> None:
+        """Run `run`'s outputs against this set's references, and the working inputs against its pristine copies."""
         import cupy as cp
 
-        ref = self.ref_dev[name]
-        if self.bound_dev is not None:
-            return cp.count_nonzero(~element_ok(cp, value, ref, self.bound_dev[name], largest))
-        err = cp.linalg.norm(cp.nan_to_num(value - ref, nan=np.inf))
-        return (~(err <= self.tolerances[name] * cp.maximum(cp.linalg.norm(ref), 1e-300))).astype(cp.int64)
+        for name, out in outputs.items():
+            dtype = self.problem.outputs[name].dtype
+            if self.bound_dev is not None:
+                checker.outside(run, out, dtype, self.ref_dev[name], self.bound_dev[name], numerics(dtype).largest)
+            else:  # norm-wise
+                value, ref = to_float64_device(out, dtype), self.ref_dev[name]
+                err = cp.linalg.norm(cp.nan_to_num(value - ref, nan=np.inf))
+                checker.add_wrong(run, ~(err <= self.tolerances[name] * cp.maximum(cp.linalg.norm(ref), 1e-300)))
+        for name, arr in self.pristine.items():
+            checker.differ(run, working[name], arr)
 
-    def mutations(self, arrays: dict[str, Any]) -> Any:
-        """A device count of input and prepared-array elements that differ from this set's pristine copies."""
-        import cupy as cp
 
-        return sum((cp.count_nonzero(_bit_view(arrays[n]) != _bit_view(p)) for n, p in self.pristine.items()), cp.int64(0))
-
-
-def _value_sets(job: RunJob, family: ProblemFamily, launcher: Launcher, problem: Problem, rng: np.random.Generator) -> list[ValueSet]:
-    """The timing instance's own values and up to VALUE_SETS - 1 more (same structure, every float value drawn
-    anew, the preparation run again), as many as fit in half the free device memory."""
+def to_float64_device(arr: Any, dtype: str) -> Any:
+    """A device storage array as float64 on the device (8- and 16-bit floats through their bit patterns)."""
     import cupy as cp
 
-    sets = [ValueSet(family, job.spec, problem, launcher.host)]
+    d = DTYPES[dtype]
+    if d.bytes > 2 or not d.is_float:
+        return arr.astype(cp.float64)
+    bits = {1: np.uint8, 2: np.uint16}[d.bytes]
+    table = cp.asarray(to_float64(np.arange(1 << (8 * d.bytes), dtype=np.int64).astype(bits).view(d.storage), dtype))
+    return table[arr.view(bits)]
+
+
+def _value_sets(job: RunJob, family: ProblemFamily, problem: Problem, host: dict[str, np.ndarray],
+                rng: np.random.Generator) -> list[ValueSet]:
+    """The timing instance's own values (`host`: its inputs and prepared arrays) and up to VALUE_SETS - 1 more
+    (same structure, every float value drawn anew, the preparation run again), as many as fit in half the free
+    device memory."""
+    import cupy as cp
+
+    sets = [ValueSet(family, job.spec, problem, host)]
     out_bytes = sum(16 * int(np.prod(o.shape)) for o in problem.outputs.values())
-    per_set = sum(a.nbytes for a in launcher.host.values()) + out_bytes
+    per_set = sum(a.nbytes for a in host.values()) + out_bytes
     free = cp.cuda.runtime.memGetInfo()[0]
     for _ in range(min(VALUE_SETS - 1, int(0.5 * free // max(per_set, 1)))):
         fresh = family.with_fresh_values(problem, rng)
         prepared, _ = prepare(job.candidate, family, fresh)
-        host = {**fresh.inputs, **prepared}
-        if any(host[n].shape != a.shape or host[n].dtype != a.dtype for n, a in launcher.host.items()):
+        fresh_host = {**fresh.inputs, **prepared}
+        if any(fresh_host[n].shape != a.shape or fresh_host[n].dtype != a.dtype for n, a in host.items()):
             break  # a preparation whose layout depends on the values: only the first set can be copied in place
-        sets.append(ValueSet(family, job.spec, fresh, host))
+        sets.append(ValueSet(family, job.spec, fresh, fresh_host))
     return sets
 
 
@@ -387,13 +389,17 @@ def benchmark(job: RunJob, family: ProblemFamily, module: Any, info: dict[str, A
     copy_bw = device_copy_bandwidth(flush)
     rng = np.random.default_rng(job.timing_seed)
     problem = family.make_problem(job.spec, job.timing_seed)
+    prepared, _ = prepare(job.candidate, family, problem)
+    # a number of runs the kernel cannot predict, every one of them checked
+    runs = job.runs + job.timing_seed % (job.runs // 2 + 1)
+    # the harness's own buffers first: the candidate's are the last allocations, so that a write past their end
+    # lands in free memory (for the sanitizer to find), never in the copies the runs are checked against
+    sets = _value_sets(job, family, problem, {**problem.inputs, **prepared}, rng)
+    checker = RunChecker(job.warmup + runs)
+    checker.prepare({out.dtype for out in problem.outputs.values()})
     launcher = Launcher(job.candidate, module, problem, family, info, job.resources)
-    sets = _value_sets(job, family, launcher, problem, rng)
-    decode = {name: _decoder(out.dtype) for name, out in problem.outputs.items()}
-    largest = {name: numerics(out.dtype).largest for name, out in problem.outputs.items()}
     working = {name: launcher.arrays[name] for name in launcher.host}
     order: list[int] = []
-    counts: list[tuple[Any, Any]] = []
 
     def before_each() -> None:
         # a set other than the last one, copied in place at the same addresses: nothing learnt from earlier calls holds
@@ -406,25 +412,19 @@ def benchmark(job: RunJob, family: ProblemFamily, module: Any, info: dict[str, A
         flush()
 
     def after_each() -> None:
-        current = sets[order[-1]]
-        wrong = sum((current.violations(name, decode[name](out), largest[name]) for name, out in launcher.outputs.items()),
-                    cp.int64(0))
-        counts.append((wrong, current.mutations(working)))
+        sets[order[-1]].check(checker, len(order) - 1, launcher.outputs, working)
 
-    # a number of runs the kernel cannot predict, every one of them checked
-    runs = job.runs + job.timing_seed % (job.runs // 2 + 1)
     timing = time_call(launcher.run, before_each, after_each=after_each, warmup=job.warmup, runs=runs)
-    wrong_runs = [i for i, (w, _) in enumerate(counts) if int(w)]
-    mutated_runs = [i for i, (_, m) in enumerate(counts) if int(m)]
-    checked = {"runs_checked": len(counts), "value_sets": len(sets)}
+    wrong_runs, mutated_runs = checker.failing_runs()
+    checked = {"runs_checked": len(order), "value_sets": len(sets)}
     if mutated_runs:
         return Feedback(stage="benchmark", status="failed", error_type="input_mutation",
-                        message=f"inputs changed during {len(mutated_runs)} of {len(counts)} runs (first: run {mutated_runs[0]})",
+                        message=f"inputs changed during {len(mutated_runs)} of {len(order)} runs (first: run {mutated_runs[0]})",
                         evidence={**checked, "runs_with_mutation": mutated_runs[:20]},
                         suggestion="inputs are read-only; write only the outputs and the declared workspaces"), None, []
     if wrong_runs:
         return Feedback(stage="benchmark", status="failed", error_type="inconsistent_output",
-                        message=f"correct in the correctness trials, wrong in {len(wrong_runs)} of {len(counts)} timed and "
+                        message=f"correct in the correctness trials, wrong in {len(wrong_runs)} of {len(order)} timed and "
                                 f"warm-up runs (first: run {wrong_runs[0]}): the kernel does not compute the result on every call",
                         evidence={**checked, "wrong_runs": wrong_runs[:20]},
                         suggestion="compute from the inputs on every call; keep no state between launches"), None, []
@@ -465,7 +465,7 @@ def benchmark(job: RunJob, family: ProblemFamily, module: Any, info: dict[str, A
         message=(f"{timing.median_us:.1f} us is below the physical floor {floor_us:.1f} us (bytes and FLOPs at the "
                  "device's peak): the timing cannot be trusted" if suspect
                  else f"{timing.median_us:.1f} us, {measurement.bandwidth_fraction:.0%} of the bandwidth floor; "
-                      f"{len(counts)} runs on {len(sets)} value sets changed in place, every output and input checked"),
+                      f"{len(order)} runs on {len(sets)} value sets changed in place, every output and input checked"),
         evidence={"median_us": timing.median_us, "floor_us": floor_us, "peak_tflops": peak * 1e-12,
                   "best_baseline_us": measurement.best_baseline_us, **checked, "sanitizer_instances": instance_names},
     )
