@@ -12,6 +12,7 @@ tmp=/tmp/issue12; mkdir -p $tmp
 case $what in
   harness)
     python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >/dev/null 2>&1 || exit 1
+    python3 -m pytest -q -m gpu -p no:cacheprovider tests/tools/test_run_checks.py 2>&1 | tail -n 3
     python3 bench/verify_harness.py $tmp/adv adversarial 2>&1 | tail -n 75
     cp $tmp/adv/harness_adversarial.json "$out/adversarial_h200.json"
     python3 bench/verify_harness.py $tmp/new reference spmm_fp32_1pct 2>&1 | tail -n 5
