@@ -90,6 +90,7 @@ def main(out: Path) -> None:
                                  "held_out_shapes": correctness.evidence.get("held_out_shapes") if correctness else None,
                                  "sanitizer": report.stage("sanitizer").message if report.stage("sanitizer") else None,
                                  "benchmark": report.stage("benchmark").message if report.stage("benchmark") else None})
+                    (out / "no_false_rejection.json").write_text(json.dumps(rows, indent=1))  # kept if the run is cut short
                     print(f"{raw['name']:16s} {dtype:5s} {kernel.name:24s} accepted={report.correct} "
                           f"{rows[-1]['seconds']:6.1f} s {fail.error_type + ': ' + fail.message[:90] if fail else ''}", flush=True)
     (out / "no_false_rejection.json").write_text(json.dumps(rows, indent=1))

@@ -1,8 +1,8 @@
 """Checks after every benchmark run, on the device: each output element against its bound, each input against
 its pristine copy.
 
-The harness's own kernels, compiled by NVRTC with its defaults (denormals kept: an output in the subnormal range is
-read as it is, never flushed to zero by the check), counting into one buffer that is allocated before the
+The harness's own kernels (fp32 subnormal outputs decoded from their bits: the first GPU run showed them read as
+zero by conversions on the device), counting into one buffer that is allocated before the
 candidate's buffers and read once after the last run, so that checking adds no synchronisation and no allocation
 between runs. The element rule is tools/values.py `element_ok`, written once more in CUDA.
 """
@@ -30,14 +30,25 @@ __device__ __forceinline__ void sd_tally(unsigned long long n, unsigned long lon
     if ((threadIdx.x & 31) == 0 && n) atomicAdd(count, n);
 }
 
+// fp32 bits to double by integer arithmetic for subnormals: a conversion instruction compiled to flush
+// denormals (as library kernels may be) would read them as zero
+__device__ __forceinline__ double sd_f32_bits(unsigned int b)
+{
+    if ((b & 0x7F800000u) == 0u) {
+        const double v = ldexp((double)(b & 0x7FFFFFu), -149);
+        return (b >> 31) ? -v : v;
+    }
+    return (double)__uint_as_float(b);
+}
+
 #define SD_STRIDE(i, n) for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n); \
                              i += (long long)gridDim.x * blockDim.x)
 
-extern "C" __global__ void sd_outside_f32(const float* out, const double* ref, const double* bound, double largest,
+extern "C" __global__ void sd_outside_f32(const unsigned int* out, const double* ref, const double* bound, double largest,
                                           long long n, unsigned long long* count)
 {
     unsigned long long bad = 0;
-    SD_STRIDE(i, n) bad += !sd_within((double)out[i], ref[i], bound[i], largest);
+    SD_STRIDE(i, n) bad += !sd_within(sd_f32_bits(out[i]), ref[i], bound[i], largest);
     sd_tally(bad, count);
 }
 
@@ -82,7 +93,7 @@ class RunChecker:
     def __init__(self, runs: int) -> None:
         import cupy as cp
 
-        self._module = cp.RawModule(code=CHECK_SOURCE, options=("--std=c++17",))
+        self._module = cp.RawModule(code=CHECK_SOURCE, options=("--std=c++17", "--ftz=false"))
         self.counts = cp.zeros((runs, 2), dtype=cp.uint64)
         self._tables: dict[str, Any] = {}
 
@@ -108,7 +119,8 @@ class RunChecker:
         n = np.int64(out.size)
         d = DTYPES[dtype]
         if d.name == "fp32":
-            self._module.get_function("sd_outside_f32")((_GRID,), (_BLOCK,), (out, ref, bound, np.float64(largest), n, count))
+            self._module.get_function("sd_outside_f32")((_GRID,), (_BLOCK,),
+                                                        (out.view(np.uint32), ref, bound, np.float64(largest), n, count))
         elif not d.is_float:  # integers convert to float64 exactly
             self._module.get_function("sd_outside_f64")((_GRID,), (_BLOCK,),
                                                         (out.astype(np.float64), ref, bound, np.float64(largest), n, count))
