@@ -16,7 +16,7 @@ case $what in
     python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >/dev/null 2>&1 || exit 1
     python3 -m pytest -q -m gpu -p no:cacheprovider tests/tools/test_run_checks.py 2>&1 | tail -n 3
     timeout 330 python3 bench/no_false_rejection.py "$out" > $tmp/nfr.log 2>&1 &
-    timeout 450 python3 bench/verify_harness.py $tmp/adv adversarial 2>&1 | tail -n 70
+    timeout 500 python3 bench/verify_harness.py $tmp/adv adversarial 2>&1 | tail -n 70
     cp $tmp/adv/harness_adversarial.json "$out/adversarial_h200.json"
     wait; tail -n 12 $tmp/nfr.log
     timeout 50 python3 -m pytest -q -m gpu -p no:cacheprovider tests/tools/test_runtime_layers_gpu.py 2>&1 | tail -n 4
