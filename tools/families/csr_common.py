@@ -21,7 +21,7 @@ from sparseditto.tools.dtypes import dtype as dtype_info
 from sparseditto.tools.dtypes import to_float64, to_storage
 from sparseditto.tools.families.base import Output, Problem, ProblemFamily
 from sparseditto.tools.launch_script import launch_table
-from sparseditto.tools.matrices import generate_csr, load_matrix_file, matrix_shape, row_lengths
+from sparseditto.tools.matrices import generate_csr, load_matrix_file, matrix_shape, row_lengths, sorted_distinct_columns
 from sparseditto.tools.values import draw_values
 
 if TYPE_CHECKING:
@@ -33,6 +33,18 @@ TOLERANCE = {"fp32": 1e-5, "fp16": 2e-3, "bf16": 1e-2}
 CSR_OPERATIONS = {"spmv", "spmm"}
 # the sanitizer's row slice of the main matrix: its longest rows and a random sample
 SANITIZER_LONGEST, SANITIZER_ROWS = 64, 4096
+# groups of 8 consecutive rows that structural features are estimated on
+FEATURE_SAMPLE_GROUPS = 1 << 14
+
+
+def sampled_group_rows(M: int, rng: np.random.Generator) -> np.ndarray:
+    """The rows of up to FEATURE_SAMPLE_GROUPS random whole groups of 8 consecutive rows, in order (every row when
+    the matrix has fewer)."""
+    groups = M // 8
+    if groups <= FEATURE_SAMPLE_GROUPS:
+        return np.arange(M)
+    chosen = np.sort(rng.choice(groups, size=FEATURE_SAMPLE_GROUPS, replace=False))
+    return (chosen[:, None] * 8 + np.arange(8)).ravel()
 
 
 class UnstructuredPattern(Strict):
@@ -239,28 +251,36 @@ class CsrFamily(ProblemFamily):
                 {"M": odd_below(), "K": max(1, K - int(rng.integers(1, 64))), "N": tail_N()}]
 
     # -- planning ----------------------------------------------------------------------------------
-    def matrix_and_lengths(self, spec: SpecBase, need_matrix: bool) -> tuple[sp.csr_matrix | None, np.ndarray]:
-        """The spec's matrix (a file's, or one generated with the spec's seed) when needed, and its row lengths."""
+    def lengths_and_sample(self, spec: SpecBase, need_sample: bool) -> tuple[np.ndarray, sp.csr_matrix | None]:
+        """The row lengths of the spec's matrix (a file's, or drawn with the spec's seed) and, when needed, its rows
+        in a random sample of whole groups of 8 consecutive rows: features of the matrix itself are estimated on
+        the sample, so that planning a matrix of tens of millions of nonzeros takes a fraction of a second."""
         rng = np.random.default_rng(spec.seed)
         if isinstance(spec.pattern, MatrixFilePattern):
             matrix = load_matrix_file(spec.pattern)
-            return matrix, np.diff(matrix.indptr)
+            lengths = np.diff(matrix.indptr)
+            return lengths, matrix[sampled_group_rows(len(lengths), rng)] if need_sample else None
         M, K, _ = spec_matrix_shape(spec)
-        if need_matrix:
-            matrix = generate_csr(spec.pattern, M, K, np.float32, rng)
-            return matrix, np.diff(matrix.indptr)
-        return None, row_lengths(spec.pattern, M, K, rng)
+        lengths = row_lengths(spec.pattern, M, K, rng)
+        if not need_sample:
+            return lengths, None
+        rows = sampled_group_rows(M, rng)
+        center = (rows * K) // M if spec.pattern.distribution == "banded" else None
+        cols = sorted_distinct_columns(lengths[rows], K, rng, center)
+        rowptr = np.concatenate([[0], np.cumsum(lengths[rows])])
+        return lengths, sp.csr_matrix((np.ones(len(cols), np.float32), cols, rowptr), shape=(len(rows), K))
 
     def features(self, spec: SpecBase) -> dict[str, float]:
-        """Row-length statistics, plus the subclass's features of the matrix itself (built or read once here)."""
-        matrix, lengths = self.matrix_and_lengths(spec, need_matrix=self.uses_matrix_features)
+        """Row-length statistics of the whole matrix, plus the subclass's features of the matrix itself, estimated
+        on a sample of row groups."""
+        lengths, sample = self.lengths_and_sample(spec, need_sample=self.uses_matrix_features)
         M, K, nnz = spec_matrix_shape(spec)
-        return {**row_length_features(lengths, M, K, nnz), **self.matrix_features(spec, matrix)}
+        return {**row_length_features(lengths, M, K, nnz), **self.matrix_features(spec, sample)}
 
-    # whether matrix_features needs the matrix (generating one costs more than drawing its row lengths)
+    # whether matrix_features needs a sample of the matrix's rows (drawing columns costs more than row lengths)
     uses_matrix_features: ClassVar[bool] = False
 
-    def matrix_features(self, spec: SpecBase, matrix: sp.csr_matrix | None) -> dict[str, float]:
+    def matrix_features(self, spec: SpecBase, sample: sp.csr_matrix | None) -> dict[str, float]:
         return {}
 
     # -- artifacts and experience ------------------------------------------------------------------

@@ -25,7 +25,8 @@ class CsrSpmmSpec(CsrSpecFields):
 
 def group_overlap(matrix: sp.csr_matrix) -> float:
     """Nonzeros per distinct (group of 8 rows, column) pair: how many rows of a group share a column on
-    average (1 for unrelated rows; up to 8). It is the reuse a tensor-core tile over 8 rows gets."""
+    average (1 for unrelated rows; up to 8). It is the reuse a tensor-core tile over 8 rows gets. `matrix` may
+    be a sample of whole groups (CsrFamily.lengths_and_sample)."""
     _, pairs, _ = row_group_keys(matrix.indptr, matrix.indices)
     return matrix.nnz / len(pairs) if len(pairs) else 0.0
 
@@ -45,9 +46,9 @@ class CsrSpmm(CsrFamily):
 
     uses_matrix_features = True
 
-    def matrix_features(self, spec: CsrSpmmSpec, matrix: sp.csr_matrix | None) -> dict[str, float]:
+    def matrix_features(self, spec: CsrSpmmSpec, sample: sp.csr_matrix | None) -> dict[str, float]:
         """N, and the column sharing among neighbouring rows (it calls for tensor cores)."""
-        return {"N": float(spec.N), "group_overlap": group_overlap(matrix)}
+        return {"N": float(spec.N), "group_overlap": group_overlap(sample)}
 
     def strategies(self, spec: CsrSpmmSpec, features: Mapping[str, float]) -> list[StrategyStart]:
         """Row split first; tensor-core row groups first when the rows of a group share columns."""
