@@ -48,7 +48,7 @@ def row_lengths(pattern: UnstructuredPattern, M: int, K: int, rng: np.random.Gen
     return lengths
 
 
-def _sorted_distinct_columns(lengths: np.ndarray, K: int, rng: np.random.Generator, band_center: np.ndarray | None) -> np.ndarray:
+def sorted_distinct_columns(lengths: np.ndarray, K: int, rng: np.random.Generator, band_center: np.ndarray | None) -> np.ndarray:
     """Distinct sorted column indices per row, vectorised over all rows.
 
     Draw L values in [0, K-L] per row, sort them within the row and add 0..L-1: the result is sorted
@@ -74,7 +74,7 @@ def generate_csr(pattern: UnstructuredPattern, M: int, K: int, dtype: np.dtype, 
     """A random CSR matrix with values uniform in [-1, 1), rounded to `dtype` (fp32/fp16, or fp32 holding bf16 values)."""
     lengths = row_lengths(pattern, M, K, rng)
     center = (np.arange(M) * K) // M if pattern.distribution == "banded" else None
-    cols = _sorted_distinct_columns(lengths, K, rng, center).astype(np.int32)
+    cols = sorted_distinct_columns(lengths, K, rng, center).astype(np.int32)
     rowptr = np.zeros(M + 1, dtype=np.int64)
     np.cumsum(lengths, out=rowptr[1:])
     values = rng.uniform(-1.0, 1.0, size=int(rowptr[-1])).astype(np.float32)
