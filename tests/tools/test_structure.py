@@ -1,0 +1,66 @@
+"""Structural features on matrices whose answers are known by construction."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from sparseditto.tools.structure import matrix_features, sampled_bands
+
+RNG = np.random.default_rng(0)
+
+
+def random_matrix(M: int, K: int, nnz: int, seed: int) -> sp.csr_matrix:
+    """Uniformly scattered nonzeros (scipy's sp.random samples positions out of M*K, far slower)."""
+    rng = np.random.default_rng(seed)
+    return sp.csr_matrix((np.ones(nnz), (rng.integers(0, M, nnz), rng.integers(0, K, nnz))), shape=(M, K))
+
+
+def features(matrix: sp.spmatrix, seed: int = 0) -> dict[str, float]:
+    matrix = sp.csr_matrix(matrix)
+    matrix.sort_indices()
+    return matrix_features(matrix, 4, np.random.default_rng(seed))
+
+
+def test_more_than_twenty_features_all_finite():
+    f = features(random_matrix(3000, 2000, 60_000, 1))
+    assert len(f) >= 20
+    assert all(np.isfinite(v) for v in f.values())
+
+
+def test_a_tridiagonal_matrix_lives_on_three_diagonals_in_a_narrow_band():
+    n = 4096
+    f = features(sp.diags([np.ones(n - 1), np.ones(n), np.ones(n - 1)], [-1, 0, 1]))
+    assert f["diag_share_top1"] > 0.33 and abs(f["diag_share_top8"] - 1.0) < 1e-12
+    assert f["bandwidth"] < 1e-3 and f["row_cv"] < 0.01
+    assert f["neighbour_sharing"] > 0.6  # rows r and r+1 share two of three columns
+
+
+def test_dense_blocks_fill_their_block_size_exactly():
+    blocks = sp.block_diag([np.ones((8, 8))] * 256)
+    f = features(blocks)
+    assert f["block_fill_8"] == 1.0 and f["block_fill_4"] == 1.0
+    assert f["block_fill_16"] == 0.5 and f["group_overlap"] == 8.0
+
+
+def test_empty_and_dense_rows_are_counted():
+    M, K = 5000, 5000
+    dense = sp.lil_matrix((M, K))
+    dense[7, :] = 1.0
+    dense[100:200, 3] = 1.0
+    f = features(sp.csr_matrix(dense) + random_matrix(M, K, 25_000, 2))
+    assert f["dense_rows"] == 1.0 and f["empty_rows"] > 0.0
+    assert f["dense_cols"] >= 1.0 and f["row_max"] >= K
+
+
+def test_uniform_random_rows_share_nothing_and_reuse_little():
+    f = features(random_matrix(20000, 20000, 200_000, 3))
+    assert f["group_overlap"] < 1.01 and f["neighbour_sharing"] < 0.01 and f["block_fill_4"] < 0.07
+
+
+def test_a_large_matrix_is_read_on_whole_bands_and_the_estimate_is_stable():
+    rows = sampled_bands(10_000_000, RNG)
+    assert len(rows) == 2048 * 32 and np.all(np.diff(rows.reshape(-1, 32), axis=1) == 1)
+    banded = sp.diags([np.ones(300_000 - k) for k in range(4)], list(range(4)), format="csr")
+    a, b = features(banded, 1), features(banded, 2)
+    assert abs(a["block_fill_4"] - b["block_fill_4"]) < 0.01 and abs(a["neighbour_sharing"] - b["neighbour_sharing"]) < 0.01
