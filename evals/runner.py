@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import re
 import time
 import uuid
 from collections import deque
@@ -50,6 +51,12 @@ class Job(BaseModel):
 RunFn = Callable[[Job], SpecRecord]
 
 
+def suite_run_id(spec_id: str) -> str:
+    """A run id from a suite entry's id: its letters, digits, '_' and '-' (others become '_'), at most 57 of them,
+    and 6 random hex digits."""
+    return f"{re.sub(r'[^A-Za-z0-9_-]', '_', spec_id)[:57]}-{uuid.uuid4().hex[:6]}"
+
+
 def _identity(job: Job) -> dict[str, Any]:
     """The fields every record of this job carries, whatever happened to it."""
     cfg, entry = job.config, job.entry
@@ -65,7 +72,7 @@ def run_spec(job: Job) -> SpecRecord:
     try:
         result = pipeline.run_pipeline(entry.spec, policy=cfg.policy, on_budget="approve", budget=cfg.budget,
                               runs_dir=str(cfg.out / "runs"), compile_only=cfg.compile_only,
-                              run_id=f"{entry.id}-{uuid.uuid4().hex[:6]}")
+                              run_id=suite_run_id(entry.id))
     except Exception as exc:  # one spec's failure must not stop the suite
         log.warning("spec_failed", spec=entry.id, error=repr(exc))
         return SpecRecord(**base, status="error", error=f"{type(exc).__name__}: {exc}", seconds=time.perf_counter() - start)

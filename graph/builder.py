@@ -6,22 +6,30 @@ from langgraph.graph import END, START, StateGraph
 
 from sparseditto.graph import nodes
 from sparseditto.graph.context import PipelineContext
+from sparseditto.graph.gate import human_gate
 from sparseditto.graph.routing import after_human, after_review
 from sparseditto.graph.state import PipelineInput, PipelineState
 
-builder = StateGraph(PipelineState, context_schema=PipelineContext, input_schema=PipelineInput)
-builder.add_node("planner", nodes.planner)
-builder.add_node("retriever", nodes.retriever)
-builder.add_node("coder", nodes.coder)
-builder.add_node("tool", nodes.tool)
-builder.add_node("reviewer", nodes.reviewer)
-builder.add_node("human_gate", nodes.human_gate)
-builder.add_node("finalize", nodes.finalize)
-builder.add_edge(START, "planner")
-builder.add_edge("planner", "retriever")
-builder.add_edge("retriever", "coder")
-builder.add_edge("coder", "tool")
-builder.add_edge("tool", "reviewer")
-builder.add_conditional_edges("reviewer", after_review, ["coder", "human_gate", "finalize"])
-builder.add_conditional_edges("human_gate", after_human, ["coder", "finalize"])
-builder.add_edge("finalize", END)
+
+def make_builder(context_schema: type[PipelineContext] = PipelineContext) -> StateGraph:
+    """The graph, uncompiled; `context_schema` is PipelineContext or a subclass of it (graph/studio.py's)."""
+    graph = StateGraph(PipelineState, context_schema=context_schema, input_schema=PipelineInput)
+    graph.add_node("planner", nodes.planner)
+    graph.add_node("retriever", nodes.retriever)
+    graph.add_node("coder", nodes.coder)
+    graph.add_node("tool", nodes.tool)
+    graph.add_node("reviewer", nodes.reviewer)
+    graph.add_node("human_gate", human_gate)
+    graph.add_node("finalize", nodes.finalize)
+    graph.add_edge(START, "planner")
+    graph.add_edge("planner", "retriever")
+    graph.add_edge("retriever", "coder")
+    graph.add_edge("coder", "tool")
+    graph.add_edge("tool", "reviewer")
+    graph.add_conditional_edges("reviewer", after_review, ["coder", "human_gate", "finalize"])
+    graph.add_conditional_edges("human_gate", after_human, ["coder", "finalize"])
+    graph.add_edge("finalize", END)
+    return graph
+
+
+builder = make_builder()

@@ -7,7 +7,12 @@ from __future__ import annotations
 import operator
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any
+
+from pydantic import ConfigDict
+# typing_extensions' TypedDict: pydantic builds the JSON schemas that LangGraph Studio shows from these classes,
+# and refuses typing.TypedDict before Python 3.12
+from typing_extensions import TypedDict
 
 from sparseditto.agents.reviewer import best_iteration
 from sparseditto.agents.schemas import Plan, References
@@ -58,17 +63,40 @@ class PipelineState(TypedDict, total=False):
     llm_trace: Annotated[list[dict[str, Any]], operator.add]
 
 
+# an example input (examples/small_spmm.yaml as JSON), shown by LangGraph Studio with the input schema
+EXAMPLE_INPUT: dict[str, Any] = {
+    "spec": {"name": "small_spmm", "operation": "spmm", "pattern": {"distribution": "uniform", "density": 0.02},
+             "M": 1024, "K": 1024, "N": 64, "dtype": "fp32", "budget": {"iterations": 4}},
+    "on_budget": "ask",
+}
+
+
 class PipelineInput(TypedDict, total=False):
     """What a run starts from (LangGraph Studio shows these fields): the spec, as in a spec file, and what to do
     when the budget is spent; run_pipeline also fixes the run's id, start, iteration limit and policy (the
     planner fills them in when a run starts from a bare spec)."""
 
+    __pydantic_config__ = ConfigDict(use_attribute_docstrings=True,  # type: ignore[misc]
+                                     json_schema_extra={"examples": [EXAMPLE_INPUT]})
+
     spec: dict[str, Any]
+    """Required. The problem, as in a spec file (YAML there, JSON here): operation (spmm or spmv), pattern
+    ({"distribution": "uniform", "density": 0.02} or {"nnz_per_row": 16, ...}), M and K (the sparse matrix's
+    rows and columns), N (the dense operand's columns, spmm), dtype (fp32, fp16, bf16), and optionally name,
+    arch, baselines and budget ({"iterations": 4, "wall_seconds": 1800}). The documents' short form is read too:
+    {"task": "sparse_matmul_kernel", "sparsity_pattern": {"type": "unstructured", "sparsity_ratio": 0.98},
+    "matrix_shape": [1024, 1024, 64], "dtype": "fp32"}."""
     on_budget: OnBudget
+    """What to do when the budget is spent: ask (stop at the approval gate and wait for an answer; the default),
+    approve (finish with the best kernel so far) or abort."""
     run_id: str
+    """Optional: the run's id (its artifact folder's name); a new one when unset."""
     started_at: float
+    """Optional: when the run started (Unix seconds), for the wall-clock budget; now when unset."""
     iteration_limit: int
+    """Optional: the iteration budget; the spec's budget.iterations when unset."""
     policy: str
+    """Optional: offline, llm or hybrid; the context's policy, else the settings' (SPARSEDITTO_POLICY), when unset."""
 
 
 @dataclass(frozen=True)

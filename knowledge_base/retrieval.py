@@ -59,10 +59,19 @@ class Hit(BaseModel):
     text: str
 
 
+def has_searchable_words(query: str) -> bool:
+    """Whether the query has a word BM25 can score: not empty, not only stopwords or punctuation."""
+    return bool(tokenize(query))
+
+
 def search(query: str, filters: Filters | None = None, k: int = 5, plan: PlanMatch | None = None) -> list[Hit]:
-    """The k best chunks for `query` that pass `filters`, re-ranked by `plan` when given."""
+    """The k best chunks for `query` that pass `filters`, re-ranked by `plan` when given; none for a query
+    without a searchable word (empty, or stopwords only: `has_searchable_words`)."""
+    tokens = tokenize(query)
+    if not tokens:
+        return []
     index = load_index()
-    scores = index.bm25.get_scores(tokenize(query))
+    scores = index.bm25.get_scores(tokens)
     filters = filters or Filters()
     keep = np.array([filters.admits(c) for c in index.chunks])
     scores = np.where(keep, scores, 0.0)

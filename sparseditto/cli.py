@@ -1,22 +1,28 @@
-"""The `sparseditto` command: run a spec, answer the approval gate, check the machine."""
+"""The `sparseditto` command: run a spec, answer the approval gate, list and take up runs, check the machine."""
 
 from __future__ import annotations
 
 import sys
+from datetime import datetime
 from typing import Annotated, Any
 
 import structlog
 import typer
+from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.prompt import Prompt
 from rich.table import Table
 
+from sparseditto.artifacts import list_runs
 from sparseditto.errors import SparseDittoError
 from sparseditto.eval_cli import eval_app
 from sparseditto.kb_cli import kb_app
+from sparseditto.graph.gate import MAX_EXTEND, read_answer
 from sparseditto.logging_setup import configure_logging
 from sparseditto.pipeline import PipelineResult, resume, run_pipeline
 from sparseditto.settings import ON_BUDGET, Settings
+from sparseditto.spec import load_spec
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Sparse operation + sparsity pattern -> a validated, benchmarked CUDA kernel.")
 app.add_typer(kb_app, name="kb")
@@ -39,7 +45,9 @@ class Progress:
 
     def __call__(self, event: dict[str, Any]) -> None:
         kind = event.get("event")
-        if kind == "candidate" and event.get("origin") == "llm":
+        if kind == "started":
+            console.print(f"[bold]run[/] {event['run_id']} [dim]({event['folder']})[/]")
+        elif kind == "candidate" and event.get("origin") == "llm":
             self.status.update(f"iteration {event['iteration']}: the model wrote {event['label']}")
         elif kind == "planned":
             console.print(f"[bold]plan[/]: {', '.join(event['strategies'])}")
@@ -75,13 +83,19 @@ def _show(result: PipelineResult) -> None:
 
 
 def _ask_gate(result: PipelineResult, runs_dir: str, compile_only: bool, llm: dict[str, Any] | None = None) -> PipelineResult:
-    """On a terminal, answer the approval gate right here until the run finishes."""
+    """On a terminal, answer the approval gate right here until the run finishes; an answer the gate cannot
+    read is refused with the reason and asked again."""
     while result.status == "awaiting_approval" and sys.stdin.isatty():
         gate = result.gate or {}
         console.print(f"[yellow]{gate.get('reason')}[/]: {gate.get('why_not_accepted')}")
         if gate.get("best"):
             console.print(f"best so far: {gate['best']['candidate']}: {gate['best']['outcome']}")
-        answer = Prompt.ask("approve, extend N, or abort", default="approve")
+        if gate.get("retry"):
+            console.print(f"[red]last answer refused:[/] {gate['retry']}")
+        answer = Prompt.ask(f"approve, extend N (1 to {MAX_EXTEND}), or abort", default="approve")
+        while read_answer(answer)[0] is None:
+            console.print(f"[red]refused:[/] {read_answer(answer)[1]}")
+            answer = Prompt.ask(f"approve, extend N (1 to {MAX_EXTEND}), or abort", default="approve")
         with Progress() as progress:
             result = resume(result.run_id, answer, runs_dir=runs_dir, compile_only=compile_only, on_event=progress, llm=llm)
     if result.status == "awaiting_approval":
@@ -94,14 +108,24 @@ def _llm_options(**options: Any) -> dict[str, Any]:
     return {f"llm_{name}": value for name, value in options.items() if value is not None}
 
 
-def _fail(exc: SparseDittoError) -> None:
-    console.print(f"[red]error:[/] {exc}")
-    raise typer.Exit(exc.exit_code)
-
-
 @app.callback()
 def main(verbose: Annotated[bool, typer.Option("--verbose", "-v", help="debug logs on stderr")] = False) -> None:
     configure_logging(verbose)
+    try:
+        Settings()  # a bad SPARSEDITTO_* variable: one line naming it, whatever the command
+    except SparseDittoError as exc:
+        _fail(exc)
+
+
+def _fail(exc: SparseDittoError) -> None:
+    """A user's mistake (spec, option, setting, run id): one unwrapped line naming the field, the file or the
+    variable, the user's text escaped; its exit code (2)."""
+    field = getattr(exc, "field", None)
+    text = str(exc)
+    if field and text.startswith(f"{field}:"):
+        text = f"spec field '{field}':{text[len(field) + 1:]}"
+    console.print(f"[red]error:[/] {escape(text)}", soft_wrap=True, highlight=False)
+    raise typer.Exit(exc.exit_code)
 
 
 @app.command()
@@ -119,7 +143,11 @@ def run(
     cost_budget: Annotated[float | None, typer.Option(help="LLM cost in USD the run may spend")] = None,
 ) -> None:
     """Plan, write, verify and benchmark kernels for SPEC until one is accepted or the budget is spent."""
-    settings = Settings()
+    try:
+        settings = Settings()
+        loaded = load_spec(spec)  # every bad spec ends here, before anything is started
+    except SparseDittoError as exc:
+        _fail(exc)
     when_spent = on_budget or settings.on_budget
     if when_spent not in ON_BUDGET:
         _fail(SparseDittoError(f"--on-budget: {when_spent!r} is not one of {', '.join(ON_BUDGET)}"))
@@ -128,7 +156,7 @@ def run(
                        cost_budget_usd=cost_budget)
     try:
         with Progress() as progress:
-            result = run_pipeline(spec, on_budget=when_spent, budget=budget, runs_dir=folder,  # type: ignore[arg-type]
+            result = run_pipeline(loaded, on_budget=when_spent, budget=budget, runs_dir=folder,  # type: ignore[arg-type]
                                   compile_only=compile_only or settings.compile_only, on_event=progress,
                                   policy=policy or settings.policy, llm=llm)  # type: ignore[arg-type]
         result = _ask_gate(result, folder, compile_only or settings.compile_only, llm)
@@ -139,30 +167,85 @@ def run(
 
 @app.command(name="resume")
 def resume_cmd(
-    run_id: Annotated[str, typer.Argument(help="the run waiting at the approval gate")],
+    run_id: Annotated[str, typer.Argument(help="the run: waiting at the approval gate, or stopped by a crash or a kill")],
     approve: Annotated[bool, typer.Option("--approve", help="accept the best kernel so far")] = False,
-    extend: Annotated[int | None, typer.Option("--extend", min=1, help="search N more iterations")] = None,
-    abort: Annotated[bool, typer.Option("--abort", help="stop without accepting")] = False,
+    extend: Annotated[int | None, typer.Option("--extend", min=1, max=MAX_EXTEND,
+                                               help=f"search N more iterations (1 to {MAX_EXTEND})")] = None,
+    abort: Annotated[bool, typer.Option("--abort", help="stop without accepting (a crashed run: end it as it is)")] = False,
     runs_dir: Annotated[str | None, typer.Option(help="where runs and checkpoints are kept")] = None,
     compile_only: Annotated[bool, typer.Option("--compile-only")] = False,
     policy: Annotated[str | None, typer.Option(help="change the agent policy: offline | llm | hybrid (default: the run's own)")] = None,
     model: Annotated[str | None, typer.Option(help="LLM model for every role (SPARSEDITTO_LLM_MODEL)")] = None,
     base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint (SPARSEDITTO_LLM_BASE_URL)")] = None,
 ) -> None:
-    """Answer a run's approval gate."""
+    """Answer a run's approval gate; with no answer, continue a run stopped by a crash or a kill."""
     chosen = [a for a, on in (("approve", approve), (f"extend {extend}", extend is not None), ("abort", abort)) if on]
-    if len(chosen) != 1:
-        _fail(SparseDittoError("give exactly one of --approve, --extend N, --abort"))
+    if len(chosen) > 1:
+        _fail(SparseDittoError("give at most one of --approve, --extend N, --abort"))
     folder = runs_dir or Settings().runs_dir
     llm = _llm_options(model=model, base_url=base_url)
     try:
         with Progress() as progress:
-            result = resume(run_id, chosen[0], runs_dir=folder, compile_only=compile_only, on_event=progress,
-                            policy=policy, llm=llm)  # type: ignore[arg-type]
+            result = resume(run_id, chosen[0] if chosen else None, runs_dir=folder, compile_only=compile_only,
+                            on_event=progress, policy=policy, llm=llm)  # type: ignore[arg-type]
         result = _ask_gate(result, folder, compile_only, llm)
     except SparseDittoError as exc:
         _fail(exc)
     _show(result)
+
+
+def _when(iso: str | None) -> str:
+    """An ISO time from a status file, in local time."""
+    try:
+        return datetime.fromisoformat(iso).astimezone().strftime("%m-%d %H:%M") if iso else "-"
+    except ValueError:
+        return iso or "-"
+
+
+def _detail(run: dict[str, Any]) -> str:
+    state = run["state"]
+    if state in ("interrupted", "running"):
+        where = f"after {run['node']}" if run.get("node") else "starting"
+        return f"{where} at {_when(run.get('updated'))} (pid {run.get('pid', '?')})"
+    if state == "failed":
+        return run.get("error", "")
+    if state == "waiting_for_approval":
+        return run.get("gate") or "budget spent"
+    return run.get("result") or run.get("note") or ""
+
+
+@app.command(name="runs")
+def runs_cmd(
+    runs_dir: Annotated[str | None, typer.Option(help="where runs and checkpoints are kept")] = None,
+) -> None:
+    """List the runs with their state; a run whose process died (killed, crashed) shows as interrupted."""
+    folder = runs_dir or Settings().runs_dir
+    try:
+        runs = list_runs(folder)
+    except SparseDittoError as exc:
+        _fail(exc)
+    if not runs:
+        console.print(f"no runs in {folder}")
+        return
+    table = Table(title=f"runs in {folder}", box=box.SIMPLE_HEAD, title_justify="left", pad_edge=False)
+    table.add_column("run", no_wrap=True)
+    table.add_column("state", no_wrap=True)
+    table.add_column("spec", min_width=9)
+    table.add_column("started", no_wrap=True)
+    table.add_column("detail", min_width=12)
+    colors = {"running": "cyan", "interrupted": "red", "failed": "red", "waiting_for_approval": "yellow",
+              "done": "green", "aborted": "dim"}
+    for run in runs:
+        color = colors.get(run["state"], "white")
+        table.add_row(run["run_id"], f"[{color}]{run['state']}[/]", escape(run.get("spec") or "-"),
+                      _when(run.get("started")), escape(_detail(run)))
+    console.print(table)
+    states = {run["state"] for run in runs}
+    if states & {"interrupted", "failed"}:
+        console.print("interrupted or failed: [bold]sparseditto resume ID[/] continues it from its last checkpoint, "
+                      "[bold]sparseditto resume ID --abort[/] ends it as it is")
+    if "waiting_for_approval" in states:
+        console.print("waiting_for_approval: [bold]sparseditto resume ID --approve | --extend N | --abort[/]")
 
 
 def _endpoint(settings: Settings) -> str:

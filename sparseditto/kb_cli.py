@@ -6,15 +6,16 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from sparseditto.errors import KnowledgeBaseError, SparseDittoError
+from sparseditto.errors import KnowledgeBaseError, SparseDittoError, shown
 from sparseditto.evals.retrieval.evaluate import evaluate, load_queries
 from sparseditto.knowledge_base.chunks import all_chunks, doc_pages, page_title
 from sparseditto.knowledge_base.experience import ExperienceStore, experience_path
 from sparseditto.knowledge_base.index import cache_root, current_folder, load_index
 from sparseditto.knowledge_base.library import reference_kernels
-from sparseditto.knowledge_base.retrieval import Filters, search
+from sparseditto.knowledge_base.retrieval import Filters, has_searchable_words, search
 from sparseditto.settings import Settings
 from sparseditto.tools.dtypes import VALUE_DTYPES as DTYPES
 
@@ -44,9 +45,12 @@ def search_cmd(
 ) -> None:
     """The best-matching doc sections and reference kernels, with their BM25 scores."""
     try:
+        if not has_searchable_words(query):
+            raise KnowledgeBaseError(f"the query has no searchable words (got {shown(query)}): give words or "
+                                     "identifiers beyond stopwords such as 'the' or 'of'")
         hits = search(query, _check_filters(family, arch, dtype), k=k)
     except SparseDittoError as exc:
-        console.print(f"[red]error:[/] {exc}")
+        console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True, highlight=False)
         raise typer.Exit(exc.exit_code) from None
     if not hits:
         console.print("no matching passage")

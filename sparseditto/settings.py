@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings.exceptions import SettingsError as SourceError
+
+from sparseditto.errors import SettingsError, clip, shown
 
 Role = Literal["planner", "coder", "reviewer"]
 # who drives the agents: expert rules, a model, or the rules' first candidate then a model
@@ -57,8 +60,32 @@ class Settings(BaseSettings):
     # (default <runs_dir>/experience.sqlite), and how many characters of passages the agents get
     kb_cache_dir: str | None = None
     experience_db: str | None = None
-    context_chars: int = 6000
+    context_chars: int = Field(6000, ge=0)
+
+    def __init__(self, **values: object) -> None:
+        """Settings from the environment, with `values` laid over them. A bad environment variable is a
+        SettingsError naming the variable in one line; a bad keyword value stays a pydantic ValidationError."""
+        try:
+            super().__init__(**values)
+        except SourceError as exc:  # a value pydantic-settings could not even parse
+            raise SettingsError(f"environment: {clip(str(exc), 200)}") from None
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            name = str(err["loc"][0]) if err["loc"] else ""
+            if name in values or name not in type(self).model_fields:
+                raise
+            raise SettingsError(f"environment variable {env_variable(name)}: {_message(err)} (got {shown(err.get('input'))})") from None
 
     def model_for(self, role: Role) -> str | None:
         """The model a role uses: its own setting, else llm_model."""
         return getattr(self, f"llm_{role}_model") or self.llm_model
+
+
+def env_variable(field: str) -> str:
+    """The environment variable a setting is read from."""
+    return f"SPARSEDITTO_{field.upper()}"
+
+
+def _message(err: dict) -> str:
+    msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+    return msg.replace("Input should be", "must be", 1)

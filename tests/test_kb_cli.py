@@ -52,3 +52,14 @@ def test_eval_prints_recall_and_mrr_per_role():
     assert out.exit_code == 0
     for word in ("recall@5", "MRR@10", "planner", "coder", "reviewer", "all"):
         assert word in out.output
+
+
+@pytest.mark.parametrize("query", ["", "   ", "the of and", "what is the", "?!"])
+def test_a_query_without_searchable_words_is_a_one_line_error(query):
+    from sparseditto.knowledge_base.retrieval import has_searchable_words, search
+
+    assert not has_searchable_words(query) and search(query) == []
+    out = runner.invoke(app, ["kb", "search", query])
+    assert out.exit_code == 2, out.output
+    assert "the query has no searchable words" in out.output and "Traceback" not in out.output
+    assert len(out.output.strip().splitlines()) == 1

@@ -119,7 +119,8 @@ def test_the_token_budget_stops_the_run_at_the_gate_and_extending_grants_more(tm
     assert more.iterations == 2 and more.tokens["total"] == 560 and model.script == []
     assert more.policy == "llm" and more.status == "awaiting_approval"
     saved = (Path(tmp_path) / first.run_id)
-    assert not saved.exists()  # still at the gate: no artifacts yet
+    # still at the gate: the run's folder holds its status only, no artifacts yet
+    assert sorted(p.name for p in saved.iterdir()) == ["status.json"]
     done = resume(first.run_id, "approve", runs_dir=str(tmp_path))
     steps = [json.loads(line) for line in (Path(done.artifacts_dir) / "trace.jsonl").read_text().splitlines()]
     assert steps[-1]["node"] == "reviewer" and steps[-1]["fallback"].startswith("token budget spent (560 of 470)")

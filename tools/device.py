@@ -32,7 +32,11 @@ class DeviceFacts(BaseModel):
 
 @cache
 def detect() -> DeviceFacts:
-    """Probe the GPU in a subprocess (a broken driver must not take this process down)."""
+    """Probe the GPU in a subprocess (a broken driver must not take this process down).
+
+    Blocking (the probe may take up to a minute, the first time in a process): async code calls it, and
+    make_verifier, in a worker thread (`asyncio.to_thread`), as the graph's nodes do; the LangGraph server
+    (`langgraph dev`) refuses blocking calls on its event loop."""
     gpu, error = None, None
     try:
         proc = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=60)

@@ -7,6 +7,7 @@ the form the CSR families promise their kernels.
 from __future__ import annotations
 
 import functools
+import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,7 +15,7 @@ import numpy as np
 import scipy.io
 import scipy.sparse as sp
 
-from sparseditto.errors import SpecError
+from sparseditto.errors import SpecError, clip, clip_path
 
 if TYPE_CHECKING:
     from sparseditto.tools.families.csr_common import MatrixFilePattern, UnstructuredPattern
@@ -42,10 +43,16 @@ def row_lengths(pattern: UnstructuredPattern, M: int, K: int, rng: np.random.Gen
         idx = rng.integers(0, M, size=min(abs(diff), M))
         step = 1 if diff > 0 else -1
         ok = (lengths[idx] + step >= 1) & (lengths[idx] + step <= K)
-        idx = np.unique(idx[ok])[: abs(diff)]
+        idx = sorted_unique(idx[ok])[: abs(diff)]
         lengths[idx] += step
         diff -= step * len(idx)
     return lengths
+
+
+def sorted_unique(values: np.ndarray) -> np.ndarray:
+    """np.unique by a sort and a mask: NumPy's hashing unique took 40 s on 33M keys that this sorts in 1.5 s."""
+    ordered = np.sort(values)
+    return ordered[np.concatenate([[True], ordered[1:] != ordered[:-1]])] if len(ordered) else ordered
 
 
 def sorted_distinct_columns(lengths: np.ndarray, K: int, rng: np.random.Generator, band_center: np.ndarray | None) -> np.ndarray:
@@ -81,40 +88,135 @@ def generate_csr(pattern: UnstructuredPattern, M: int, K: int, dtype: np.dtype, 
     return sp.csr_matrix((values, cols, rowptr.astype(np.int32)), shape=(M, K))
 
 
+# what reading a matrix file may take, per stored entry (row, column and value as read, the CSR copy, sorting)
+# and per row; a file that would take more than half this machine's memory is refused before it is read
+LOAD_BYTES_PER_ENTRY = 64
+LOAD_BYTES_PER_ROW = 16
+INT32_MAX = 2**31 - 1
+MATRIX_SUFFIXES = "a .mtx (Matrix Market) or .npz (scipy.sparse.save_npz) file"
+
+
+def _refuse(path: Path, problem: str) -> SpecError:
+    return SpecError(f"pattern.path: {clip(path.name)}: {problem}", field="pattern.path")
+
+
+def _kind(path: Path) -> str:
+    if path.suffix == ".npz":
+        return "npz"
+    if path.suffix in {".mtx", ".mm"} or path.name.endswith(".mtx.gz"):
+        return "mtx"
+    raise _refuse(path, f"expected {MATRIX_SUFFIXES}")
+
+
+def _existing(path: Path) -> Path:
+    try:
+        if path.is_file():
+            return path
+    except (OSError, ValueError):  # a name the OS refuses (embedded NUL, too long)
+        pass
+    raise SpecError(f"pattern.path: no such matrix file {clip_path(path)}", field="pattern.path")
+
+
+def _npz_header(path: Path) -> tuple[int, int, int, int]:
+    """(rows, columns, stored entries, bytes of its arrays once uncompressed) from a SciPy .npz, reading only
+    the small `shape` array and the header of the `data` array."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            members = {i.filename: i for i in z.infolist()}
+            if "shape.npy" not in members or "format.npy" not in members or "data.npy" not in members:
+                raise _refuse(path, "not a SciPy sparse matrix (no shape, format or data array); save one with scipy.sparse.save_npz")
+            if members["shape.npy"].file_size > 4096 or members["format.npy"].file_size > 4096:
+                raise _refuse(path, "not a SciPy sparse matrix (its shape or format array is not small)")
+            with z.open("shape.npy") as f:
+                shape = np.lib.format.read_array(f, allow_pickle=False)
+            with z.open("data.npy") as f:
+                version = np.lib.format.read_magic(f)
+                read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+                data_shape, _, _ = read_header(f)
+            unpacked = sum(i.file_size for i in members.values())
+    except SpecError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - anything a broken or hostile file makes zipfile or numpy raise
+        raise _refuse(path, f"not a readable .npz file ({type(exc).__name__}: {clip(str(exc))})") from None
+    if shape.ndim != 1 or shape.size != 2 or shape.dtype.kind not in "iu":
+        raise _refuse(path, f"not a SciPy sparse matrix (its shape array is {clip(repr(shape.tolist()))})")
+    return int(shape[0]), int(shape[1]), int(np.prod(data_shape, dtype=np.int64)), unpacked
+
+
+def matrix_file_header(path: Path) -> tuple[int, int, int]:
+    """(rows, columns, an upper bound of the nonzeros) of a matrix file from its header alone; a file that is no
+    matrix, an empty or all-zero one, or one too large for this machine is a SpecError naming the file."""
+    from sparseditto.spec import describe_bytes, host_memory_bytes
+
+    path = _existing(Path(path))
+    kind = _kind(path)
+    if kind == "npz":
+        rows, cols, entries, unpacked = _npz_header(path)
+        load = 3 * unpacked
+    else:
+        try:
+            rows, cols, entries, fmt, _, symmetry = scipy.io.mminfo(path)
+        except Exception as exc:  # noqa: BLE001 - whatever the Matrix Market reader makes of a broken file
+            raise _refuse(path, f"not a readable Matrix Market file ({type(exc).__name__}: {clip(str(exc))})") from None
+        rows, cols, entries = int(rows), int(cols), int(entries)
+        if symmetry != "general":
+            entries *= 2  # one triangle stored: both once read
+        load = LOAD_BYTES_PER_ENTRY * entries + LOAD_BYTES_PER_ROW * rows + path.stat().st_size
+    if rows < 1 or cols < 1:
+        raise _refuse(path, f"the matrix is {rows} x {cols}: it needs at least one row and one column")
+    if entries < 1:
+        raise _refuse(path, f"the {rows} x {cols} matrix has no nonzeros: nothing to compute")
+    if max(rows, cols, entries) > INT32_MAX:
+        raise _refuse(path, f"{rows} x {cols} with {entries} entries: int32 CSR indices hold at most 2^31-1")
+    memory = host_memory_bytes()
+    if memory and load > memory // 2:
+        raise _refuse(path, f"too large: reading it takes about {describe_bytes(load)}, more than half of this "
+                            f"machine's {describe_bytes(memory)} of memory")
+    return rows, cols, entries
+
+
+def check_matrix_file(path: Path) -> None:
+    """Everything a spec naming this matrix file needs of it, checked once per version of the file: it exists, is
+    a matrix SparseDitto reads, fits this machine, and has at least one row, column and nonzero."""
+    read_matrix(path)
+
+
+def read_matrix(path: Path) -> sp.csr_matrix:
+    """The file's matrix in canonical CSR, parsed once per process (and again when it changes). It is shared:
+    do not modify it (`load_matrix_file` gives a copy)."""
+    path = _existing(Path(path))
+    stat = path.stat()
+    return _read_matrix(str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+
+
 def load_matrix_file(pattern: MatrixFilePattern) -> sp.csr_matrix:
     """Read a Matrix Market or .npz matrix; pattern-only files get values uniform in [-1, 1) later. A file is
     parsed once per process (and again when it changes); each caller gets its own copy to modify."""
-    path = Path(pattern.path)
-    if not path.is_file():
-        raise SpecError(f"pattern.path: no such matrix file {path}")
-    return _read_matrix(str(path.resolve()), path.stat().st_mtime_ns).copy()
+    return read_matrix(Path(pattern.path)).copy()
 
 
 @functools.lru_cache(maxsize=4)
-def _read_matrix(path_name: str, mtime_ns: int) -> sp.csr_matrix:
+def _read_matrix(path_name: str, mtime_ns: int, size: int) -> sp.csr_matrix:
     path = Path(path_name)
+    rows, cols, _ = matrix_file_header(path)
     try:
-        if path.suffix == ".npz":
-            mat = sp.load_npz(path)
-        elif path.suffix in {".mtx", ".mm"} or path.name.endswith(".mtx.gz"):
-            mat = scipy.io.mmread(path)
-        else:
-            raise SpecError(f"pattern.path: {path.name}: expected a .mtx (Matrix Market) or .npz (SciPy sparse) file")
-    except (ValueError, OSError) as exc:
-        raise SpecError(f"pattern.path: cannot read {path.name}: {exc}") from None
-    mat = sp.csr_matrix(mat)
-    mat.sum_duplicates()
-    mat.sort_indices()
+        mat = sp.load_npz(path) if _kind(path) == "npz" else scipy.io.mmread(path)
+        mat = sp.csr_matrix(mat)
+        mat.sum_duplicates()
+        mat.sort_indices()
+    except MemoryError:
+        raise _refuse(path, "too large: this machine ran out of memory reading it") from None
+    except Exception as exc:  # noqa: BLE001 - whatever the readers make of a broken file
+        raise _refuse(path, f"cannot read it ({type(exc).__name__}: {clip(str(exc))})") from None
+    if mat.shape != (rows, cols):
+        raise _refuse(path, f"its header says {rows} x {cols} but it holds a {mat.shape[0]} x {mat.shape[1]} matrix")
+    if mat.nnz == 0:
+        raise _refuse(path, f"the {rows} x {cols} matrix has no nonzeros: nothing to compute")
     return mat
 
 
 def matrix_shape(pattern: MatrixFilePattern) -> tuple[int, int, int]:
-    """(rows, cols, nonzeros) of a matrix file, from the Matrix Market header when it gives them all (a general
-    matrix; a symmetric one stores only one triangle), else from the matrix itself."""
-    path = Path(pattern.path)
-    if path.suffix in {".mtx", ".mm"} and path.is_file():
-        rows, cols, entries, _, _, symmetry = scipy.io.mminfo(path)
-        if symmetry == "general":
-            return int(rows), int(cols), int(entries)
-    mat = load_matrix_file(pattern)
+    """(rows, cols, nonzeros) of a matrix file (nonzeros as read: a symmetric file's both triangles, duplicates
+    summed)."""
+    mat = read_matrix(Path(pattern.path))
     return mat.shape[0], mat.shape[1], mat.nnz

@@ -114,3 +114,12 @@ def test_one_worker_per_gpu_and_a_worker_that_dies_costs_only_its_spec(tmp_path)
     assert sorted(spec_id for spec_id, _ in started) == ["s0", "s1", "s2", "s3"]
     for spec_id, worker in started:  # each worker, the replacement too, sees only its own GPU
         assert (out / "seen" / spec_id).read_text() == str(worker)
+
+
+def test_suite_entry_ids_become_valid_run_ids():
+    from sparseditto.artifacts import check_run_id
+    from sparseditto.evals.runner import suite_run_id
+
+    for spec_id in ("spmm.fp32/1%", "a" * 200, "plain_id-1"):
+        run_id = suite_run_id(spec_id)
+        assert check_run_id(run_id) == run_id

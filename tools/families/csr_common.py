@@ -14,14 +14,14 @@ from typing import Annotated, Any, ClassVar, Literal
 
 import numpy as np
 import scipy.sparse as sp
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from sparseditto.spec import SpecBase, Strict
 from sparseditto.tools.dtypes import dtype as dtype_info
 from sparseditto.tools.dtypes import to_float64, to_storage
 from sparseditto.tools.families.base import Output, Problem, ProblemFamily
-from sparseditto.tools.launch_script import launch_table
-from sparseditto.tools.matrices import generate_csr, load_matrix_file, matrix_shape, row_lengths, sorted_distinct_columns
+from sparseditto.tools.launch_script import RUNTIME, launch_table, main_block
+from sparseditto.tools.matrices import check_matrix_file, generate_csr, load_matrix_file, matrix_shape, row_lengths, sorted_distinct_columns
 from sparseditto.tools.values import draw_values
 
 if TYPE_CHECKING:
@@ -73,6 +73,14 @@ class MatrixFilePattern(Strict):
     kind: Literal["matrix_file"] = "matrix_file"
     path: Path
 
+    @field_validator("path")
+    @classmethod
+    def _readable(cls, path: Path) -> Path:
+        """The file must be a matrix this machine can read, with at least one row, column and nonzero (a
+        SpecError naming pattern.path otherwise); it is parsed once per process and kept for the run."""
+        check_matrix_file(path)
+        return path
+
 
 CsrPattern = Annotated[UnstructuredPattern | MatrixFilePattern, Field(discriminator="kind")]
 
@@ -98,17 +106,22 @@ class CsrSpecFields(SpecBase):
         if self.M is None or self.K is None:
             raise ValueError("M and K are required unless the pattern is a matrix file")
         per_row = self.pattern.mean_row_length(self.K)
+        given = "density" if self.pattern.density is not None else "nnz_per_row"
         if per_row > self.K:
-            raise ValueError(f"nnz_per_row {per_row:g} exceeds K = {self.K}")
+            raise ValueError(f"pattern.nnz_per_row: nnz_per_row {per_row:g} exceeds K = {self.K}")
         if per_row * self.M > 2**31 - 1:
-            raise ValueError("more than 2^31-1 nonzeros: int32 CSR indices cannot hold this matrix")
+            raise ValueError(f"pattern.{given}: {self.M} rows of {per_row:g} nonzeros are more than 2^31-1 nonzeros: "
+                             "int32 CSR indices cannot hold this matrix")
+        if round(per_row * self.M) < 1:
+            raise ValueError(f"pattern.{given}: {getattr(self.pattern, given):g} gives no nonzeros in a {self.M} x {self.K} "
+                             "matrix: nothing to compute")
         return self
 
 
 def claims_csr(data: Mapping[str, Any], operation: str) -> bool:
     pattern = data.get("pattern")
     kind = pattern.get("kind", "unstructured") if isinstance(pattern, dict) else None
-    return data.get("operation") == operation and kind in {"unstructured", "matrix_file"}
+    return data.get("operation") == operation and isinstance(kind, str) and kind in {"unstructured", "matrix_file"}
 
 
 def spec_matrix_shape(spec: CsrSpecFields) -> tuple[int, int, int]:
@@ -314,17 +327,23 @@ def csr_launcher(candidate: KernelCandidate, spec: SpecBase, arch: str, operand:
         f"    arrays, symbols = get_family({spec.family!r}).preparations[{candidate.preparation!r}](problem, PARAMS)\n"
         "    return {k: cp.asarray(v) for k, v in arrays.items()}, symbols\n"
     ) if candidate.preparation else "def prepare(rowptr, colind, values):\n    return {}, {}\n"
+    shape = "(K,)" if vector else "(K, N)"
+    usage = (f"usage: python launch.py [--help]\n\n"
+             f"This file is a module: `from launch import run, prepare` in your own code (the folder on sys.path), then\n"
+             f"  {out} = run(rowptr, colind, values, {operand})\n"
+             f"with CuPy arrays on the GPU: rowptr (M+1,) and colind (nnz,) int32, columns sorted within each row,\n"
+             f"values (nnz,) and {operand} {shape} {spec.dtype}, row-major. kernel.cu sits next to it (NVRTC compiles it\n"
+             f"at the first call, for {arch}); build.sh builds it with nvcc instead. Without CuPy or a CUDA device,\n"
+             f"run() raises NoCudaDevice.")
     return f'''"""Run {candidate.label()} on your own CSR matrix with CuPy.
 
     from launch import run
     {out} = run(rowptr, colind, values, {operand})   # CuPy arrays: int32 CSR (sorted columns), {spec.dtype} values
 
 16-bit values are passed as raw bits (cupy.uint16) for bf16 and as cupy.float16 for fp16.
+Needs CuPy and a CUDA device; `python launch.py --help` says how to call it.
 """
-from pathlib import Path
-
-import cupy as cp
-import numpy as np
+{RUNTIME}
 
 DTYPE = {spec.dtype!r}
 PARAMS = {dict(candidate.parameters)!r}
@@ -344,9 +363,11 @@ _module = None
 
 
 def run(rowptr, colind, values, {operand}, prepared=None):
-    """One call of the kernel sequence; pass `prepared=prepare(rowptr, colind, values)` to reuse the preparation."""
+    """One call of the kernel sequence; pass `prepared=prepare(rowptr, colind, values)` to reuse the preparation.
+    Raises NoCudaDevice without CuPy or a CUDA device."""
     global _module
     if _module is None:
+        require_device()
         _module = cp.RawModule(code=SOURCE, options=OPTIONS, backend="nvrtc")
     M = len(rowptr) - 1
     K = {"len(x)" if vector else "B.shape[0]"}
@@ -364,4 +385,6 @@ def run(rowptr, colind, values, {operand}, prepared=None):
             fn.max_dynamic_shared_size_bytes = smem(s)
         fn(grid(s), block(s), tuple(buffers[a] if a in buffers else np.int32(s[a]) for a in args), shared_mem=smem(s))
     return {out}
-'''
+
+
+{main_block(usage)}'''

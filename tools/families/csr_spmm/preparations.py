@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from sparseditto.tools.families.base import Prepared, Problem
+from sparseditto.tools.matrices import sorted_unique
 
 
 def row_group_keys(rowptr: np.ndarray, colind: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
@@ -14,13 +15,7 @@ def row_group_keys(rowptr: np.ndarray, colind: np.ndarray) -> tuple[np.ndarray, 
     K = int(colind.max()) + 1 if len(colind) else 1
     groups = np.repeat(np.arange(len(rowptr) - 1, dtype=np.int64) // 8, np.diff(np.asarray(rowptr, dtype=np.int64)))
     keys = groups * K + colind
-    return keys, sorted_distinct(keys), K
-
-
-def sorted_distinct(keys: np.ndarray) -> np.ndarray:
-    """np.unique by a sort and a mask: NumPy's hashing unique took 40 s on 33M keys that this sorts in 1.5 s."""
-    ordered = np.sort(keys)
-    return ordered[np.concatenate([[True], ordered[1:] != ordered[:-1]])] if len(ordered) else ordered
+    return keys, sorted_unique(keys), K
 
 
 def row_group_union(problem: Problem, params: dict[str, int]) -> Prepared:
