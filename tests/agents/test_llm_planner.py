@@ -31,7 +31,7 @@ def test_a_valid_answer_becomes_the_plan(tiny_spmm):
     assert plan.baselines == ["cusparse", "torch_sparse", "cublas"]  # the spec names none: every registered library
     assert result.usage.total == 380 and len(result.attempts) == 1
     sent = model.text_of(0)
-    for expected in ("spmm_csr_rowsplit", "spmm_csr_smem_tile", "mean_row", "density", "tiny_spmm"):
+    for expected in ("spmm_csr_rowsplit", "spmm_csr_smem_tile", "row_mean", "density", "tiny_spmm"):
         assert expected in sent
 
 

@@ -41,12 +41,12 @@ def test_features_describe_the_matrix():
     feats = offline_plan(spmm()).features
     assert (feats["rows"], feats["cols"]) == (1024, 1024)
     assert feats["nnz"] == pytest.approx(0.02 * 1024 * 1024, rel=0.01)
-    assert feats["mean_row"] == pytest.approx(20.48, rel=0.05)
+    assert feats["row_mean"] == pytest.approx(20.48, rel=0.05)
 
 
 def test_skewed_rows_lead_with_the_skewed_strategy():
     skewed = offline_plan(spmv("power_law"))
-    assert skewed.features["row_cv"] > 1.0 or skewed.features["max_row"] > 16 * 16
+    assert skewed.features["row_cv"] > 1.0 or skewed.features["row_max"] > 16 * 16
     assert get_kernel(skewed.strategies[0].kernel).strategy == "skewed"
     even = offline_plan(spmv("uniform"))
     assert even.features["row_cv"] == 0.0

@@ -22,6 +22,7 @@ from sparseditto.tools.dtypes import to_float64, to_storage
 from sparseditto.tools.families.base import Output, Problem, ProblemFamily
 from sparseditto.tools.launch_script import RUNTIME, launch_table, main_block
 from sparseditto.tools.matrices import check_matrix_file, generate_csr, load_matrix_file, matrix_shape, row_lengths, sorted_distinct_columns
+from sparseditto.tools.structure import sampled_bands, structural_features
 from sparseditto.tools.values import draw_values
 
 if TYPE_CHECKING:
@@ -33,20 +34,6 @@ TOLERANCE = {"fp32": 1e-5, "fp16": 2e-3, "bf16": 1e-2}
 CSR_OPERATIONS = {"spmv", "spmm"}
 # the sanitizer's row slice of the main matrix: its longest rows and a random sample
 SANITIZER_LONGEST, SANITIZER_ROWS = 64, 4096
-# groups of 8 consecutive rows that structural features are estimated on
-FEATURE_SAMPLE_GROUPS = 1 << 14
-
-
-def sampled_group_rows(M: int, rng: np.random.Generator) -> np.ndarray:
-    """The rows of up to FEATURE_SAMPLE_GROUPS random whole groups of 8 consecutive rows, in order (every row when
-    the matrix has fewer)."""
-    groups = M // 8
-    if groups <= FEATURE_SAMPLE_GROUPS:
-        return np.arange(M)
-    chosen = np.sort(rng.choice(groups, size=FEATURE_SAMPLE_GROUPS, replace=False))
-    return (chosen[:, None] * 8 + np.arange(8)).ravel()
-
-
 class UnstructuredPattern(Strict):
     """Random nonzeros. Row lengths: equal (`uniform`), heavy-tailed (`power_law`) or near the diagonal (`banded`)."""
 
@@ -145,19 +132,6 @@ def spec_matrix(spec: CsrSpecFields, rng: np.random.Generator, M: int | None = N
 
 def csr_bytes(M: int, nnz: int, dtype: str) -> int:
     return 4 * (M + 1) + nnz * (4 + dtype_info(dtype).bytes)
-
-
-def row_length_features(lengths: np.ndarray, M: int, K: int, nnz: int) -> dict[str, float]:
-    mean = float(lengths.mean()) if len(lengths) else 0.0
-    return {
-        "rows": float(M),
-        "cols": float(K),
-        "nnz": float(nnz),
-        "mean_row": mean,
-        "max_row": float(lengths.max()) if len(lengths) else 0.0,
-        "row_cv": float(lengths.std() / mean) if mean else 0.0,
-        "density": nnz / (M * K) if M and K else 0.0,
-    }
 
 
 class CsrFamily(ProblemFamily):
@@ -264,36 +238,32 @@ class CsrFamily(ProblemFamily):
                 {"M": odd_below(), "K": max(1, K - int(rng.integers(1, 64))), "N": tail_N()}]
 
     # -- planning ----------------------------------------------------------------------------------
-    def lengths_and_sample(self, spec: SpecBase, need_sample: bool) -> tuple[np.ndarray, sp.csr_matrix | None]:
-        """The row lengths of the spec's matrix (a file's, or drawn with the spec's seed) and, when needed, its rows
-        in a random sample of whole groups of 8 consecutive rows: features of the matrix itself are estimated on
-        the sample, so that planning a matrix of tens of millions of nonzeros takes a fraction of a second."""
+    def lengths_and_sample(self, spec: SpecBase) -> tuple[np.ndarray, sp.csr_matrix, np.ndarray, np.ndarray | None]:
+        """The row lengths of the spec's matrix (a file's, or drawn with the spec's seed), its rows in a random
+        sample of whole bands (tools/structure.py: features of the pattern are estimated on it, so that planning a
+        matrix of tens of millions of nonzeros takes well under a second), those rows' indices, and the column
+        counts when the whole matrix is at hand (a file)."""
         rng = np.random.default_rng(spec.seed)
         if isinstance(spec.pattern, MatrixFilePattern):
             matrix = load_matrix_file(spec.pattern)
-            lengths = np.diff(matrix.indptr)
-            return lengths, matrix[sampled_group_rows(len(lengths), rng)] if need_sample else None
+            rows = sampled_bands(matrix.shape[0], rng)
+            return np.diff(matrix.indptr), matrix[rows], rows, np.bincount(matrix.indices, minlength=matrix.shape[1])
         M, K, _ = spec_matrix_shape(spec)
         lengths = row_lengths(spec.pattern, M, K, rng)
-        if not need_sample:
-            return lengths, None
-        rows = sampled_group_rows(M, rng)
+        rows = sampled_bands(M, rng)
         center = (rows * K) // M if spec.pattern.distribution == "banded" else None
         cols = sorted_distinct_columns(lengths[rows], K, rng, center)
         rowptr = np.concatenate([[0], np.cumsum(lengths[rows])])
-        return lengths, sp.csr_matrix((np.ones(len(cols), np.float32), cols, rowptr), shape=(len(rows), K))
+        return lengths, sp.csr_matrix((np.ones(len(cols), np.float32), cols, rowptr), shape=(len(rows), K)), rows, None
 
     def features(self, spec: SpecBase) -> dict[str, float]:
-        """Row-length statistics of the whole matrix, plus the subclass's features of the matrix itself, estimated
-        on a sample of row groups."""
-        lengths, sample = self.lengths_and_sample(spec, need_sample=self.uses_matrix_features)
-        M, K, nnz = spec_matrix_shape(spec)
-        return {**row_length_features(lengths, M, K, nnz), **self.matrix_features(spec, sample)}
+        """The structural features (tools/structure.py), and the subclass's own (the dense operand's width)."""
+        lengths, sample, rows, column_counts = self.lengths_and_sample(spec)
+        _, K, _ = spec_matrix_shape(spec)
+        return {**structural_features(lengths, sample, rows, K, dtype_info(spec.dtype).bytes, column_counts),
+                **self.operand_features(spec)}
 
-    # whether matrix_features needs a sample of the matrix's rows (drawing columns costs more than row lengths)
-    uses_matrix_features: ClassVar[bool] = False
-
-    def matrix_features(self, spec: SpecBase, sample: sp.csr_matrix | None) -> dict[str, float]:
+    def operand_features(self, spec: SpecBase) -> dict[str, float]:
         return {}
 
     # -- artifacts and experience ------------------------------------------------------------------

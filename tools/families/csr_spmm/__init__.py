@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Literal
 
-import scipy.sparse as sp
 from pydantic import Field
 
 from sparseditto.tools.families.base import StrategyStart
 from sparseditto.tools.families.csr_common import KERNELS_ROOT, CsrFamily, CsrSpecFields
-from sparseditto.tools.families.csr_spmm.preparations import row_group_keys, row_group_union
+from sparseditto.tools.families.csr_spmm.preparations import row_group_union
 
 # rows sharing each column of a group of 8 from which tensor-core row groups lead: on the H200 they beat row split
 # on a banded fp16 5% matrix (2.76 rows per column: 33.4 vs 61.7 us) and lost on uniform ones (1.04-1.19)
@@ -21,14 +20,6 @@ class CsrSpmmSpec(CsrSpecFields):
     family: Literal["csr_spmm"] = "csr_spmm"
     operation: Literal["spmm"] = "spmm"
     N: Annotated[int, Field(ge=1, le=1 << 20)] = 1
-
-
-def group_overlap(matrix: sp.csr_matrix) -> float:
-    """Nonzeros per distinct (group of 8 rows, column) pair: how many rows of a group share a column on
-    average (1 for unrelated rows; up to 8). It is the reuse a tensor-core tile over 8 rows gets. `matrix` may
-    be a sample of whole groups (CsrFamily.lengths_and_sample)."""
-    _, pairs, _ = row_group_keys(matrix.indptr, matrix.indices)
-    return matrix.nnz / len(pairs) if len(pairs) else 0.0
 
 
 class CsrSpmm(CsrFamily):
@@ -44,11 +35,8 @@ class CsrSpmm(CsrFamily):
     def dense_columns(self, spec: CsrSpmmSpec) -> int:
         return spec.N
 
-    uses_matrix_features = True
-
-    def matrix_features(self, spec: CsrSpmmSpec, sample: sp.csr_matrix | None) -> dict[str, float]:
-        """N, and the column sharing among neighbouring rows (it calls for tensor cores)."""
-        return {"N": float(spec.N), "group_overlap": group_overlap(sample)}
+    def operand_features(self, spec: CsrSpmmSpec) -> dict[str, float]:
+        return {"N": float(spec.N)}
 
     def strategies(self, spec: CsrSpmmSpec, features: Mapping[str, float]) -> list[StrategyStart]:
         """Row split first; tensor-core row groups first when the rows of a group share columns."""

@@ -41,15 +41,15 @@ class CsrSpmv(CsrFamily):
 
     def strategies(self, spec: CsrSpmvSpec, features: Mapping[str, float]) -> list[StrategyStart]:
         """Lanes per row from the mean row length (4 nonzeros per 16-byte load); skewed rows lead with the long-row split."""
-        skewed = features["row_cv"] > 1.0 or features["max_row"] > 16 * max(features["mean_row"], 1)
-        group = _pow2_at_most(features["mean_row"] / 4, [1, 2, 4, 8, 16, 32])
+        skewed = features["row_cv"] > 1.0 or features["row_max"] > 16 * max(features["row_mean"], 1)
+        group = _pow2_at_most(features["row_mean"] / 4, [1, 2, 4, 8, 16, 32])
         vector = StrategyStart(
             "spmv_csr_vec4", {"GROUP": group, "UNROLL": 2, "BLOCK": 256, "HINT": 1, "XL": 0},
-            f"rows of similar length (mean {features['mean_row']:.1f}): {group} lanes per row, 4 nonzeros per 16-byte load")
+            f"rows of similar length (mean {features['row_mean']:.1f}): {group} lanes per row, 4 nonzeros per 16-byte load")
         split = StrategyStart(
             "spmv_csr_split_vec4",
             {"GROUP": min(16, max(1, group)), "UNROLL": 2, "BLOCK": 256, "LONG_ROW": 64, "CHUNK": 4096, "HINT": 1},
-            f"skewed rows (max {features['max_row']:.0f}, cv {features['row_cv']:.2f}): long rows cut into warp-sized chunks")
+            f"skewed rows (max {features['row_max']:.0f}, cv {features['row_cv']:.2f}): long rows cut into warp-sized chunks")
         return [split, vector] if skewed else [vector, split]
 
 
