@@ -1,12 +1,15 @@
-"""`sparseditto eval SUITE ...` (batch evaluation with a report) and `sparseditto eval compare A B`."""
+"""`sparseditto eval SUITE ...` and `sparseditto eval --matrices DIR ...` (batch evaluation with a report) and
+`sparseditto eval compare A B`."""
 
 from __future__ import annotations
 
+import typing
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table as RichTable
 from typer.core import TyperGroup
@@ -14,7 +17,7 @@ from typer.core import TyperGroup
 from sparseditto.errors import EvalError, SparseDittoError
 from sparseditto.evals.records import SpecRecord, load_records
 from sparseditto.evals.runner import EvalConfig, Evaluation
-from sparseditto.evals.suite import available_suites, load_suite
+from sparseditto.evals.suite import FolderSuite, available_suites, folder_suite, load_suite, matrix_ops, takes_n
 from sparseditto.evals.tables import Table
 from sparseditto.settings import POLICIES, Settings
 
@@ -38,7 +41,7 @@ eval_app = typer.Typer(
 
 
 def _fail(exc: SparseDittoError) -> None:
-    console.print(f"[red]error:[/] {exc}")
+    console.print(f"[red]error:[/] {escape(str(exc))}", soft_wrap=True)
     raise typer.Exit(exc.exit_code)
 
 
@@ -60,7 +63,7 @@ def _failed(record: SpecRecord) -> bool:
 
 def _outcome(record: SpecRecord) -> str:
     if record.error:
-        return f"[red]error[/]: {record.error}"
+        return f"[red]error[/]: {escape(record.error)}"
     vs = f", {record.speedup_vs_best:.2f}x vs {record.best_baseline}" if record.speedup_vs_best is not None else ""
     colour = "red" if _failed(record) else "green" if record.correct else "yellow"
     return f"[{colour}]{record.status}[/], {record.correctness.replace('_', ' ')}{vs}"
@@ -112,9 +115,73 @@ def _rich(table: Table, title: str | None = None) -> RichTable:
     return out
 
 
+def _items(option: str, text: str, allowed: list[str]) -> list[str]:
+    """A comma-separated option's values, each once and in the order given, every one of them allowed."""
+    items = list(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
+    bad = [t for t in items if t not in allowed]
+    if not items or bad:
+        what = f"unknown {', '.join(map(repr, bad))}; " if bad else ""
+        raise EvalError(f"{option} {text!r}: {what}give one or more of {', '.join(allowed)}, separated by commas")
+    return items
+
+
+def _parse_ns(text: str, ops: list[str]) -> list[int]:
+    """--n: the dense operand's widths, each a value the spec field N of the operations' families allows."""
+    from pydantic import TypeAdapter, ValidationError
+
+    from sparseditto.tools.families import families
+
+    try:
+        ns = list(dict.fromkeys(int(t) for t in text.split(",") if t.strip()))
+    except ValueError:
+        ns = []
+    if not ns or min(ns) < 1:
+        raise EvalError(f"--n {text!r}: give positive integers separated by commas, e.g. 32,128")
+    for family in families().values():
+        field = family.spec_model.model_fields.get("N")
+        if not takes_n(family.operation) or family.operation not in ops or field is None:
+            continue
+        check = TypeAdapter(Annotated[field.annotation, field])
+        for n in ns:
+            try:
+                check.validate_python(n)
+            except ValidationError as exc:
+                why = exc.errors()[0]["msg"].replace("Input should be", "must be", 1)
+                raise EvalError(f"--n {n}: N {why} (for {family.operation})") from None
+    return ns
+
+
+def _matrix_suite(matrices: Path, ops: str | None, n: str | None, dtypes: str | None,
+                  exclude: list[Path]) -> FolderSuite:
+    from sparseditto.spec import SpecBase
+
+    allowed_ops = matrix_ops()
+    op_list = _items("--ops", ops, allowed_ops) if ops is not None else allowed_ops
+    all_dtypes = list(typing.get_args(SpecBase.model_fields["dtype"].annotation))
+    dtype_list = _items("--dtypes", dtypes if dtypes is not None else "fp32", all_dtypes)
+    return folder_suite(matrices, op_list, dtype_list, _parse_ns(n if n is not None else "32", op_list), exclude=exclude)
+
+
+def _announce_folder(scan: FolderSuite, policy: str, folder: Path) -> None:
+    used = len(scan.files) - len(scan.skipped)
+    console.print(f"suite [bold]{scan.suite.name}[/]: {escape(scan.suite.description)}; {used} matrix files, "
+                  f"{len(scan.suite.specs)} specs, policy {policy}, results in {escape(str(folder))}")
+    if scan.skipped:
+        names = ", ".join(p.name for p, _ in scan.skipped[:5]) + (", ..." if len(scan.skipped) > 5 else "")
+        console.print(f"skipped {len(scan.skipped)} dense (array-format) Matrix Market files: {escape(names)}")
+    for _, why in scan.refused:
+        console.print(f"[yellow]cannot use[/] {escape(why)} (its specs are recorded as errors)", soft_wrap=True)
+
+
 @eval_app.command("run")
 def run_cmd(
-    suite: Annotated[str, typer.Argument(help=f"a suite name ({', '.join(available_suites())}) or a suite YAML file")],
+    suite: Annotated[str | None, typer.Argument(
+        help=f"a suite name ({', '.join(available_suites())}) or a suite YAML file; or give --matrices DIR")] = None,
+    matrices: Annotated[Path | None, typer.Option(
+        help="evaluate every matrix file (.mtx, .mtx.gz, .npz) in this folder and its subfolders instead of a suite")] = None,
+    ops: Annotated[str | None, typer.Option(help="with --matrices: operations, e.g. spmv,spmm (default: every one that runs on a matrix file)")] = None,
+    n: Annotated[str | None, typer.Option("--n", help="with --matrices: N, the dense operand's columns (spmm), e.g. 32,128 (default 32)")] = None,
+    dtypes: Annotated[str | None, typer.Option(help="with --matrices: dtypes, e.g. fp32,fp16 (default fp32)")] = None,
     policy: Annotated[str | None, typer.Option(help="agent policy: offline | llm | hybrid (default: SPARSEDITTO_POLICY or offline)")] = None,
     budget: Annotated[int | None, typer.Option(min=1, help="iteration budget per spec (default: each spec's own)")] = None,
     workers: Annotated[int, typer.Option(min=1, help="worker processes when no GPU is used (compile-only)")] = 1,
@@ -123,23 +190,36 @@ def run_cmd(
     resume: Annotated[bool, typer.Option("--resume", help="continue an interrupted evaluation in --out")] = False,
     compile_only: Annotated[bool, typer.Option("--compile-only", help="compile and analyse only; use no GPU")] = False,
 ) -> None:
-    """Run the pipeline on every spec of SUITE; write results.jsonl, report.md and report.html to --out."""
+    """Run the pipeline on every spec of SUITE (or of the matrix files in --matrices DIR, one spec per file,
+    operation, dtype and N); write results.jsonl, report.md and report.html to --out."""
     from sparseditto.evals.metrics import summarize
     from sparseditto.evals.report import fast_p_table, write_reports
 
     settings = Settings()
     policy = policy or settings.policy
+    scan: FolderSuite | None = None
     try:
-        loaded = load_suite(suite)
+        if (suite is None) == (matrices is None):
+            raise EvalError("give a SUITE or --matrices DIR" + (", not both" if suite is not None else ""))
+        if matrices is None and (ops, n, dtypes) != (None, None, None):
+            raise EvalError("--ops, --n and --dtypes go with --matrices DIR (a suite's specs name their own)")
         if policy not in POLICIES:
             raise EvalError(f"--policy {policy!r}: allowed: {', '.join(POLICIES)}")
+        if matrices is not None:
+            scan = _matrix_suite(matrices, ops, n, dtypes, exclude=[p for p in (out, Path(settings.runs_dir)) if p])
+            loaded = scan.suite
+        else:
+            loaded = load_suite(suite)  # type: ignore[arg-type]
         folder = out or Path(settings.runs_dir) / "eval" / loaded.name
         config = EvalConfig(policy=policy, budget=budget, compile_only=compile_only or settings.compile_only,  # type: ignore[arg-type]
                             workers=workers, gpus=_parse_gpus(gpus), out=folder)
         evaluation = Evaluation(loaded, config, resume=resume)
     except SparseDittoError as exc:
         _fail(exc)
-    console.print(f"suite [bold]{loaded.name}[/]: {len(loaded.specs)} specs, policy {policy}, results in {folder}")
+    if scan is not None:
+        _announce_folder(scan, policy, folder)
+    else:
+        console.print(f"suite [bold]{loaded.name}[/]: {len(loaded.specs)} specs, policy {policy}, results in {folder}")
     try:
         with _Display() as display:
             records = evaluation.run(on_event=display)
