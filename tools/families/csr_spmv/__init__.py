@@ -9,7 +9,9 @@ from pydantic import Field, model_validator
 
 from sparseditto.tools.families.base import StrategyStart
 from sparseditto.tools.families.csr_common import KERNELS_ROOT, CsrFamily, CsrSpecFields
+from sparseditto.tools.families.csr_spmv.diagonal import diagonals
 from sparseditto.tools.families.csr_spmv.preparations import long_row_chunk_ptr
+from sparseditto.tools.families.csr_spmv.sell import sell_c_sigma
 
 
 class CsrSpmvSpec(CsrSpecFields):
@@ -34,7 +36,8 @@ class CsrSpmv(CsrFamily):
     operation = "spmv"
     spec_model = CsrSpmvSpec
     kernels_dir = KERNELS_ROOT / "csr_spmv"
-    preparations = {"long_row_chunk_ptr": long_row_chunk_ptr}
+    preparations = {"long_row_chunk_ptr": long_row_chunk_ptr, "sell_c_sigma": sell_c_sigma,
+                    "diagonals": diagonals}
     target_speedup = 1.5
     dense_name = "x"
     output_name = "y"

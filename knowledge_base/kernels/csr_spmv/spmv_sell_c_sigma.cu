@@ -1,0 +1,71 @@
+/*---
+name: spmv_sell_c_sigma
+family: csr_spmv
+operation: spmv
+format: sell_c_sigma
+dtypes: [fp32, fp16, bf16]
+archs: [sm_80, sm_90]
+strategy: sell
+summary: >
+  SELL-C-sigma: rows sorted by length within windows of SIGMA rows, cut into slices of C rows, each slice
+  padded to its longest row and stored column-major, so the C threads of a slice (one per row) read C
+  consecutive column indices and values at every step: fully coalesced matrix loads with no shuffles or
+  reductions. Sorting keeps the rows of a slice of similar length, so little padding is stored and the
+  threads of a warp finish together. Each thread stops at its row's true length (padding is never read
+  or multiplied). Best for short, moderately varying rows; very long rows serialise on one thread.
+  Needs the preparation `sell_c_sigma` (its padded copy of the matrix is built once).
+preparation: sell_c_sigma
+parameters:
+  C: [8, 16, 32]
+  SIGMA: [256, 1024, 4096, 16384]
+  BLOCK: [128, 256]
+constraints:
+  - "BLOCK % C == 0"
+  - "SIGMA % C == 0"
+kernels:
+  - entry: spmv_sell_c_sigma
+    grid: ["ceil_div(max(n_slices, 1) * C, BLOCK)", "1", "1"]
+    block: ["BLOCK", "1", "1"]
+    args: [sell_cols, sell_vals, slice_ptr, slice_len, row_perm, row_len, x, y, n_slices, sell_nnz, M, K]
+---*/
+// Mapping: thread t serves sorted row r = t (slice s = r / C, lane r % C). Element j of the row lies at
+// slice_ptr[s] + j * C + lane, so a slice's C threads read consecutive addresses at every step. The row's
+// length is clamped to its slice's padded length and to the stored array; columns outside [0, K) are
+// skipped. Every thread with r < M writes y[row_perm[r]] (0 for an empty row), so every y is written once.
+extern "C" __global__ void __launch_bounds__(BLOCK)
+spmv_sell_c_sigma(const int* __restrict__ sell_cols, const value_t* __restrict__ sell_vals,
+                  const int* __restrict__ slice_ptr, const int* __restrict__ slice_len,
+                  const int* __restrict__ row_perm, const int* __restrict__ row_len,
+                  const value_t* __restrict__ x, value_t* __restrict__ y,
+                  int n_slices, int sell_nnz, int M, int K)
+{
+    const long long r = (long long)blockIdx.x * BLOCK + threadIdx.x;
+    const long long s = r / C;
+    if (s >= n_slices || r >= M) return;
+    const int lane = (int)(r % C);
+    const long long base = (long long)__ldg(slice_ptr + s) + lane;
+    int len = min(__ldg(row_len + r), __ldg(slice_len + s));
+    if (base >= sell_nnz) len = 0;
+    else len = (int)min((long long)len, ((long long)sell_nnz - base + C - 1) / C);
+
+    float acc0 = 0.0f, acc1 = 0.0f;
+    int j = 0;
+    // two independent chains, each with two gathers in flight per step
+    for (; j + 1 < len; j += 2) {
+        const long long i0 = base + (long long)j * C;
+        const long long i1 = i0 + C;
+        const int c0 = __ldg(sell_cols + i0);
+        const int c1 = __ldg(sell_cols + i1);
+        const float v0 = sd_to_f32(__ldg(sell_vals + i0));
+        const float v1 = sd_to_f32(__ldg(sell_vals + i1));
+        if ((unsigned)c0 < (unsigned)K) acc0 = fmaf(v0, sd_to_f32(__ldg(x + c0)), acc0);
+        if ((unsigned)c1 < (unsigned)K) acc1 = fmaf(v1, sd_to_f32(__ldg(x + c1)), acc1);
+    }
+    if (j < len) {
+        const long long i0 = base + (long long)j * C;
+        const int c0 = __ldg(sell_cols + i0);
+        if ((unsigned)c0 < (unsigned)K) acc0 = fmaf(sd_to_f32(__ldg(sell_vals + i0)), sd_to_f32(__ldg(x + c0)), acc0);
+    }
+    const int row = __ldg(row_perm + r);
+    if ((unsigned)row < (unsigned)M) y[row] = sd_from_f32(acc0 + acc1);
+}

@@ -1,0 +1,75 @@
+"""Diagonal (DIA) storage of a CSR matrix for the spmv_dia kernel: the densest diagonals in DIA, the rest in CSR."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sparseditto.tools.families.base import Prepared, Problem
+
+
+def diagonals(problem: Problem, params: dict[str, int]) -> Prepared:
+    """The MAX_DIAGS densest diagonals (offset d = col - row) of the matrix in DIA, every other nonzero in a CSR
+    remainder, so that any matrix is exact and a stencil or banded matrix is all DIA.
+
+    Arrays (each at least one element long, a zero-length device array cannot be passed):
+    - `dia_offsets` (int32, n_diags): the stored diagonals' offsets, ascending;
+    - `dia_vals` (the values' storage type, n_diags * M): diagonal k's value for row r at k * M + r, 0 where the
+      diagonal has no entry in that row;
+    - `dia_mask` (int32, ceil(n_diags / 32) * M): bit k % 32 of dia_mask[(k / 32) * M + r] is set when diagonal k
+      has an entry in row r; the kernel multiplies only those, so an absent entry never forms 0 * x (NaN, Inf in x
+      stay in the rows that reference them);
+    - `rowptr_rest` (int32, M + 1), `colind_rest` (int32), `values_rest`: the remainder in CSR, row order kept.
+    Symbols: `n_diags`, `rest_nnz`. A repeated (row, column) entry keeps its first copy in DIA, the others in the
+    remainder. Values are copied: the preparation runs again whenever the values change."""
+    rowptr = problem.inputs["rowptr"].astype(np.int64)
+    colind = problem.inputs["colind"].astype(np.int64)
+    values = problem.inputs["values"]
+    M = len(rowptr) - 1
+    nnz = int(rowptr[-1])
+    colind, values = colind[:nnz], values[:nnz]
+    rows = np.repeat(np.arange(M, dtype=np.int64), np.diff(rowptr))
+    offsets_all = colind - rows
+
+    distinct, counts = np.unique(offsets_all, return_counts=True)
+    max_diags = int(params["MAX_DIAGS"])
+    # densest first, ties to the offset nearest the main diagonal, then the lower offset
+    order = np.lexsort((distinct, np.abs(distinct), -counts))[:max_diags]
+    offsets = np.sort(distinct[order])
+    n_diags = len(offsets)
+
+    slot = np.searchsorted(offsets, offsets_all) if n_diags else np.zeros(nnz, np.int64)
+    in_dia = (slot < n_diags) & (offsets[np.minimum(slot, max(n_diags - 1, 0))] == offsets_all) if n_diags \
+        else np.zeros(nnz, bool)
+    # a duplicate (row, diagonal) pair: only its first copy goes to DIA
+    key = rows * max(n_diags, 1) + slot
+    first = np.zeros(nnz, bool)
+    if in_dia.any():
+        idx = np.flatnonzero(in_dia)
+        _, first_pos = np.unique(key[idx], return_index=True)
+        first[idx[first_pos]] = True
+    in_dia &= first
+
+    dia_vals = np.zeros(max(n_diags * M, 1), dtype=values.dtype)
+    words = -(-n_diags // 32)
+    dia_mask = np.zeros(max(words * M, 1), dtype=np.uint32)
+    r, k = rows[in_dia], slot[in_dia]
+    dia_vals[k * M + r] = values[in_dia]
+    np.bitwise_or.at(dia_mask, (k // 32) * M + r, (np.uint32(1) << (k % 32).astype(np.uint32)))
+
+    rest = ~in_dia
+    rowptr_rest = np.zeros(M + 1, dtype=np.int32)
+    np.cumsum(np.bincount(rows[rest], minlength=M), out=rowptr_rest[1:])
+    rest_nnz = int(rest.sum())
+
+    def at_least_one(a: np.ndarray) -> np.ndarray:
+        return a if len(a) else np.zeros(1, a.dtype)
+
+    arrays = {
+        "dia_offsets": at_least_one(offsets.astype(np.int32)),
+        "dia_vals": dia_vals,
+        "dia_mask": dia_mask.view(np.int32),
+        "rowptr_rest": rowptr_rest,
+        "colind_rest": at_least_one(colind[rest].astype(np.int32)),
+        "values_rest": at_least_one(np.ascontiguousarray(values[rest])),
+    }
+    return arrays, {"n_diags": n_diags, "rest_nnz": rest_nnz}
