@@ -14,6 +14,7 @@ replaces that of most other exception types with "An internal error occurred".
 from __future__ import annotations
 
 import asyncio
+import json
 import functools
 import time
 import uuid
@@ -30,7 +31,7 @@ from sparseditto.agents.reviewer import best_iteration, describe
 from sparseditto.errors import SparseDittoError, SpecError
 from sparseditto.graph.context import PipelineContext, context_of
 from sparseditto.graph.routing import budget_spent, llm_budget_spent
-from sparseditto.graph.state import PipelineState, RunView
+from sparseditto.graph.state import EXAMPLE_INPUT, PipelineState, RunView
 from sparseditto.knowledge_base.experience import ExperienceStore, experience_path, record_accepted
 from sparseditto.settings import ON_BUDGET, Settings
 from sparseditto.spec import parse_spec
@@ -39,9 +40,8 @@ from sparseditto.tools.verifier import make_verifier
 
 log = structlog.get_logger(__name__)
 
-NO_SPEC = ('the input needs a spec: {"spec": {...}} with the fields of a spec file, for example {"spec": '
-           '{"operation": "spmm", "pattern": {"distribution": "uniform", "density": 0.02}, "M": 1024, "K": 1024, '
-           '"N": 64, "dtype": "fp32"}}')
+NO_SPEC = ("the input needs a spec: {\"spec\": {...}} with the fields of a spec file, for example "
+           + json.dumps({"spec": EXAMPLE_INPUT["spec"]}))
 
 
 class InputError(SparseDittoError, ValueError):

@@ -63,12 +63,15 @@ class PipelineState(TypedDict, total=False):
     llm_trace: Annotated[list[dict[str, Any]], operator.add]
 
 
-# an example input (examples/small_spmm.yaml as JSON), shown by LangGraph Studio with the input schema
-EXAMPLE_INPUT: dict[str, Any] = {
-    "spec": {"name": "small_spmm", "operation": "spmm", "pattern": {"distribution": "uniform", "density": 0.02},
-             "M": 1024, "K": 1024, "N": 64, "dtype": "fp32", "budget": {"iterations": 4}},
-    "on_budget": "ask",
-}
+def example_input() -> dict[str, Any]:
+    """An input Studio shows with the schema: the example spec of the first registered family (by name) that has one."""
+    from sparseditto.tools.families import families
+
+    spec = next(f.example_spec for _, f in sorted(families().items()) if f.example_spec)
+    return {"spec": dict(spec), "on_budget": "ask"}
+
+
+EXAMPLE_INPUT: dict[str, Any] = example_input()
 
 
 class PipelineInput(TypedDict, total=False):
@@ -80,12 +83,9 @@ class PipelineInput(TypedDict, total=False):
                                      json_schema_extra={"examples": [EXAMPLE_INPUT]})
 
     spec: dict[str, Any]
-    """Required. The problem, as in a spec file (YAML there, JSON here): operation (spmm or spmv), pattern
-    ({"distribution": "uniform", "density": 0.02} or {"nnz_per_row": 16, ...}), M and K (the sparse matrix's
-    rows and columns), N (the dense operand's columns, spmm), dtype (fp32, fp16, bf16), and optionally name,
-    arch, baselines and budget ({"iterations": 4, "wall_seconds": 1800}). The documents' short form is read too:
-    {"task": "sparse_matmul_kernel", "sparsity_pattern": {"type": "unstructured", "sparsity_ratio": 0.98},
-    "matrix_shape": [1024, 1024, 64], "dtype": "fp32"}."""
+    """Required. The problem, as in a spec file (YAML there, JSON here): its operation and its family's fields
+    (the README's "Spec format"; the example below is one family's), and optionally name, dtype, arch, baselines
+    and budget ({"iterations": 4, "wall_seconds": 1800}). The documents' short form is read too."""
     on_budget: OnBudget
     """What to do when the budget is spent: ask (stop at the approval gate and wait for an answer; the default),
     approve (finish with the best kernel so far) or abort."""

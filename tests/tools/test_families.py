@@ -169,3 +169,12 @@ def test_column_sharing_estimated_on_sampled_row_groups_matches_the_whole_matrix
     whole = matrix.nnz / len(row_group_keys(matrix.indptr, matrix.indices)[1])
     estimate = get_family("csr_spmm").features(spec)["group_overlap"]
     assert whole > 2 and abs(estimate - whole) / whole < 0.01
+
+
+def test_every_family_example_spec_is_a_valid_spec_of_that_family():
+    from sparseditto.tools.families import families
+
+    examples = {name: f.example_spec for name, f in families().items() if f.example_spec}
+    assert {"csr_spmm", "csr_spmv"} <= set(examples)
+    for name, example in examples.items():
+        assert parse_spec(dict(example)).family == name

@@ -84,6 +84,8 @@ class ProblemFamily(ABC):
     preparations: ClassVar[Mapping[str, Preparation]] = {}
     # the speedup over the best baseline at which the offline reviewer stops searching
     target_speedup: ClassVar[float] = 2.0
+    # a small spec of the family that runs in seconds, as a spec file's fields (what Studio and error messages show)
+    example_spec: ClassVar[Mapping[str, Any] | None] = None
     # every output element a sum of products of one element of each float input (SpMV, SpMM, GEMM, SDDMM ...):
     # then each element is judged against a bound from its own terms (`error_bounds`), else norm-wise
     multilinear: ClassVar[bool] = False

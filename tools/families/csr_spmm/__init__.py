@@ -29,6 +29,8 @@ class CsrSpmm(CsrFamily):
     kernels_dir = KERNELS_ROOT / "csr_spmm"
     preparations = {"row_group_union": row_group_union}
     target_speedup = 3.0
+    example_spec = {"name": "small_spmm", "operation": "spmm", "pattern": {"distribution": "uniform", "density": 0.02},
+                    "M": 1024, "K": 1024, "N": 64, "dtype": "fp32", "budget": {"iterations": 4}}
     dense_name = "B"
     output_name = "C"
 
