@@ -127,8 +127,6 @@ def load_suite(ref: str) -> Suite:
 
 # the files `folder_suite` takes for matrices (case as written: what tools/matrices reads)
 MATRIX_FILE_SUFFIXES = (".mtx", ".mtx.gz", ".npz")
-# operations whose dense operand has N columns: a folder suite has one spec per N given for each of them
-N_OPERATIONS = ("spmm",)
 
 
 class FolderSuite(BaseModel):
@@ -153,8 +151,20 @@ def matrix_ops() -> list[str]:
 
 
 def takes_n(op: str) -> bool:
-    """Whether the operation's dense operand has N columns, N a spec field the user chooses (spmv's is 1)."""
-    return op in N_OPERATIONS
+    """Whether N (the dense operand's columns) is a spec field the user chooses for the operation: a family of it
+    accepts its example spec with N = 2 (spmv's N is 1). A folder suite has one spec per N given for such ones."""
+    from sparseditto.errors import SpecError
+    from sparseditto.spec import parse_spec
+    from sparseditto.tools.families import families
+
+    for family in families().values():
+        if family.operation == op and family.example_spec:
+            try:
+                parse_spec({**family.example_spec, "N": 2})
+                return True
+            except SpecError:
+                pass
+    return False
 
 
 def _is_matrix_file(name: str) -> bool:
