@@ -53,7 +53,8 @@ def draw_values(rng: np.random.Generator, size: int, name: str, specials: bool =
     kind = rng.random(runs)
     exponent = np.where(kind < 0.6, 0, rng.integers(-spread, spread + 1, size=runs))
     low_normal = int(np.log2(num.smallest_normal))
-    deepest = max(int(np.log2(num.smallest_subnormal)) + 3, low_normal - 6)
+    # a few mantissa bits kept where the type allows; fp8 e4m3 has subnormal exponents -7 only
+    deepest = min(max(int(np.log2(num.smallest_subnormal)) + 3, low_normal - 6), low_normal - 1)
     subnormal = kind >= 0.92  # a few runs whose values are subnormal in the type
     exponent = np.where(subnormal, rng.integers(deepest, low_normal, size=runs), exponent)
     scale = np.repeat(np.exp2(exponent.astype(np.float64)), lengths[:runs])[:size]

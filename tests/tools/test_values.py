@@ -1,0 +1,30 @@
+"""The value draws every family's trials use, in every float type the contract knows (fp8 included)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sparseditto.tools.dtypes import to_float64, to_storage
+from sparseditto.tools.values import draw_values, numerics
+
+FLOAT_TYPES = ["fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2"]
+
+
+@pytest.mark.parametrize("name", FLOAT_TYPES)
+def test_draws_reach_the_subnormal_range_and_stay_finite(name):
+    num = numerics(name)
+    values = to_float64(to_storage(draw_values(np.random.default_rng(3), 50_000, name), name), name)
+    assert np.isfinite(values).all()
+    magnitude = np.abs(values)
+    assert ((magnitude > 0) & (magnitude < num.smallest_normal)).any(), "no subnormal values drawn"
+    assert (magnitude >= num.smallest_normal).mean() > 0.8
+    assert (values < 0).any() and (values > 0).any()
+
+
+@pytest.mark.parametrize("name", FLOAT_TYPES)
+def test_specials_are_the_ones_the_type_has(name):
+    num = numerics(name)
+    values = draw_values(np.random.default_rng(5), 1000, name, specials=True)
+    assert np.isnan(values).sum() == int(num.has_nan)
+    assert np.isinf(values).sum() == 2 * int(num.has_inf)
