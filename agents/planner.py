@@ -40,7 +40,8 @@ def offline_plan(spec: Spec, feats: dict[str, float] | None = None) -> Plan:
         # each parameter's declared values that keep the constraints with the others at their start
         space = {p: [v for v in values if kernel.violated({**start.start, p: v}, symbols, spec.dtype) is None]
                  for p, values in kernel.parameters.items()}
-        strategies.append(Strategy(kernel=start.kernel, start=start.start, why=start.why, space=space))
+        strategies.append(Strategy(kernel=start.kernel, start=start.start, why=start.why, space=space,
+                                   predicted_us=start.predicted_us, calibrated_us=start.predicted_us))
     return Plan(
         family=family.name,
         format=family.format,

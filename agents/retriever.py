@@ -78,6 +78,19 @@ def _with_experience(plan: Plan, spec: Spec, gpu: dict[str, Any] | None, store: 
     return plan, refs
 
 
+def _calibrated(plan: Plan, gpu: dict[str, Any] | None, store: ExperienceStore) -> Plan:
+    """The cost model's predictions times each kernel's calibration on this GPU, and the strategies re-ranked by
+    them (a family that predicts nothing keeps its order)."""
+    if not gpu or any(s.predicted_us is None for s in plan.strategies):
+        return plan
+    factors = store.calibration(plan.family, gpu["name"])
+    if not factors:
+        return plan
+    strategies = [s.model_copy(update={"calibrated_us": s.predicted_us * factors.get(s.kernel, 1.0)})
+                  for s in plan.strategies]
+    return plan.model_copy(update={"strategies": sorted(strategies, key=lambda s: s.calibrated_us)})
+
+
 def _passages(plan: Plan, spec: Spec, context_chars: int) -> list[Passage]:
     hits = search(plan_query(plan, spec), Filters(family=plan.family, arch=spec.arch, dtype=spec.dtype),
                   k=PASSAGE_CANDIDATES,
@@ -94,7 +107,7 @@ def _passages(plan: Plan, spec: Spec, context_chars: int) -> list[Passage]:
 
 def retrieve(plan: Plan, spec: Spec, gpu: dict[str, Any] | None, store: ExperienceStore, context_chars: int) -> tuple[Plan, References]:
     """The plan refined by experience, and the references for the coder (and an LLM planner's revisions)."""
-    plan, stored = _with_experience(plan, spec, gpu, store)
+    plan, stored = _with_experience(_calibrated(plan, gpu, store), spec, gpu, store)
     library = [Reference(kernel=s.kernel, strategy=get_kernel(s.kernel).strategy, summary=get_kernel(s.kernel).summary.strip())
                for s in plan.strategies]
     refs = References(kernels=stored + library, passages=_passages(plan, spec, context_chars))

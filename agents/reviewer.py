@@ -1,6 +1,7 @@
 """Reviewer: the tool results so far -> one verdict (accept, revise with one direction, give up).
 
-The offline policy is a coordinate search: from the best correct candidate so far it tries one
+The offline policy measures the top of the planner's ranking first (the strategies predicted within
+CONTENDER_FACTOR of the fastest), then a coordinate search: from the best correct candidate so far it tries one
 neighbouring value of one parameter at a time, then the plan's next strategy; it accepts once the
 target speedup over the best baseline is reached, or when the search or the budget is exhausted and
 the best candidate is faster than every baseline. Otherwise a spent budget goes to the human gate.
@@ -68,6 +69,22 @@ def _neighbours(plan: Plan, choice: Choice, dtype: str) -> list[Choice]:
     return out
 
 
+# strategies whose calibrated prediction is within this factor of the best one are measured before any tuning
+CONTENDER_FACTOR = 1.3
+CONTENDERS = 3
+
+
+def contenders(plan: Plan) -> list[Choice]:
+    """The starts to measure before tuning: the top of the cost model's ranking (up to CONTENDERS predicted within
+    CONTENDER_FACTOR of the fastest), or the first strategy when the family predicts nothing."""
+    predicted = [s.calibrated_us for s in plan.strategies]
+    if not plan.strategies or any(p is None for p in predicted):
+        return [Choice(kernel=s.kernel, params=s.start) for s in plan.strategies[:1]]
+    fastest = min(predicted)
+    return [Choice(kernel=s.kernel, params=s.start) for s in plan.strategies
+            if s.calibrated_us <= CONTENDER_FACTOR * fastest][:CONTENDERS]
+
+
 def offline_review(plan: Plan, iterations: list[dict[str, Any]], dtype: str, backend: str, budget_left: bool = True) -> Verdict:
     """`budget_left` False means this is the last verdict the budget allows: accept the best if it beats the baselines."""
     last = VerificationReport.model_validate(iterations[-1]["report"])
@@ -98,7 +115,7 @@ def offline_review(plan: Plan, iterations: list[dict[str, Any]], dtype: str, bac
         return Verdict(decision="accept", diagnosis=f"budget spent; best is {speedup:.2f}x the best baseline "
                        f"(target {plan.acceptance.target_speedup}x not reached)", best_iteration=best["iteration"])
     centre = Choice.model_validate(best["choice"]) if best and best["report"].get("measurement") else None
-    candidates = (_neighbours(plan, centre, dtype) if centre else []) + untried_starts
+    candidates = contenders(plan) + (_neighbours(plan, centre, dtype) if centre else []) + untried_starts
     nxt = next((c for c in candidates if c.key() not in tried), None)
     if nxt is None:
         if plan.acceptance.acceptable(speedup):

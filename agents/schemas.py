@@ -14,6 +14,9 @@ class Strategy(BaseModel):
     start: dict[str, int]
     space: dict[str, list[int]]
     why: str
+    # the family's cost model at the start (us), and that times the kernel's calibration from earlier measurements
+    predicted_us: float | None = None
+    calibrated_us: float | None = None
 
 
 class Acceptance(BaseModel):

@@ -64,6 +64,8 @@ class SuiteSummary(BaseModel):
     counted: dict[str, int]
     mean_bandwidth_fraction: float | None
     median_iterations_to_best: float | None
+    # the share of specs with a correct kernel whose first candidate was within 15% of the best
+    first_within_15pct: float | None = None
     median_seconds_to_best: float | None
     total_seconds: float
     tokens: dict[str, int]
@@ -89,6 +91,8 @@ def summarize(records: list[SpecRecord]) -> SuiteSummary:
         counted={lib: len(counted_against(records, lib)) for lib in libs},
         mean_bandwidth_fraction=sum(fractions) / len(fractions) if fractions else None,
         median_iterations_to_best=median(r.best_iteration for r in to_best) if to_best else None,
+        first_within_15pct=(sum(r.first_over_best is not None and r.first_over_best <= 1.15 for r in to_best) / len(to_best)
+                            if to_best else None),
         median_seconds_to_best=median(r.seconds_to_best or 0.0 for r in to_best) if to_best else None,
         total_seconds=sum(r.seconds for r in records),
         tokens=tokens,

@@ -52,6 +52,8 @@ class SpecRecord(BaseModel):
     iterations: int = 0
     best_iteration: int | None = None
     seconds_to_best: float | None = None
+    # the first candidate's time over the best's (1.0: the planner's first guess was the best; None: it failed)
+    first_over_best: float | None = None
     seconds: float
     tokens: dict[str, int] = {}
     finished_at: float = Field(default_factory=time.time)
@@ -89,6 +91,9 @@ def measured_fields(result: dict[str, Any]) -> dict[str, Any]:
         seconds_to_best=sum(it["seconds"] for it in iterations if it["iteration"] <= best_no),
     )
     m = report.measurement
+    first = VerificationReport.model_validate(iterations[0]["report"])
+    if m is not None and first.correct and first.measurement is not None:
+        fields["first_over_best"] = first.measurement.median_us / m.median_us
     if m is not None and fields["correctness"] == "correct":
         fields.update(median_us=m.median_us, floor_us=m.floor_us, bandwidth_fraction=m.bandwidth_fraction,
                       best_baseline=m.best_baseline, speedup_vs_best=m.speedup_vs_best, speedups=dict(m.speedups),

@@ -40,6 +40,7 @@ def summary_table(s: SuiteSummary) -> Table:
             ["incorrect or no kernel", str(s.incorrect)], ["not executed (compile-only)", str(s.not_executed)],
             ["errors", str(s.errors)], ["mean fraction of the bandwidth floor (correct specs)", percent(s.mean_bandwidth_fraction)],
             ["median iterations to the best kernel", num(s.median_iterations_to_best, "{:g}")],
+            ["first candidate within 15% of the best", percent(s.first_within_15pct)],
             ["median seconds to the best kernel", num(s.median_seconds_to_best, "{:.1f}")],
             ["seconds in all", f"{s.total_seconds:.1f}"], ["LLM tokens", tokens]]
     return Table(headers=["measure", "value"], rows=rows)

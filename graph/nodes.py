@@ -32,7 +32,7 @@ from sparseditto.errors import SparseDittoError, SpecError
 from sparseditto.graph.context import PipelineContext, context_of
 from sparseditto.graph.routing import budget_spent, llm_budget_spent
 from sparseditto.graph.state import EXAMPLE_INPUT, PipelineState, RunView
-from sparseditto.knowledge_base.experience import ExperienceStore, experience_path, record_accepted
+from sparseditto.knowledge_base.experience import ExperienceStore, experience_path, record_accepted, record_measured
 from sparseditto.settings import ON_BUDGET, Settings
 from sparseditto.spec import parse_spec
 from sparseditto.tools.results import VerificationReport
@@ -220,8 +220,10 @@ async def finalize(state: PipelineState, runtime: Runtime[PipelineContext]) -> d
 
     def work() -> Any:
         ctx = context_of(runtime)
+        store = ExperienceStore(experience_path(ctx.runs_dir))
         if status == "accepted" and best:
-            record_accepted(ExperienceStore(experience_path(ctx.runs_dir)), RunView.of(state).spec, best, state["run_id"])
+            record_accepted(store, RunView.of(state).spec, best, state["run_id"])
+        record_measured(store, RunView.of(state).spec, state.get("plan") or {}, state["iterations"], state["run_id"])
         return write_artifacts(state, status, ctx.runs_dir)
 
     folder = await asyncio.to_thread(work)

@@ -28,6 +28,7 @@ from sparseditto.settings import Settings
 from sparseditto.errors import SparseDittoError
 from sparseditto.spec import Spec, parse_spec
 from sparseditto.tools.families import get_family
+from sparseditto.tools.results import VerificationReport
 
 log = structlog.get_logger(__name__)
 
@@ -50,7 +51,22 @@ CREATE TABLE IF NOT EXISTS accepted (
 );
 CREATE INDEX IF NOT EXISTS accepted_key ON accepted (problem_key, gpu_name);
 CREATE INDEX IF NOT EXISTS accepted_family ON accepted (family, dtype);
+CREATE TABLE IF NOT EXISTS measured (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    family TEXT NOT NULL,
+    kernel TEXT NOT NULL,
+    gpu_name TEXT NOT NULL,
+    dtype TEXT NOT NULL,
+    predicted_us REAL NOT NULL,
+    measured_us REAL NOT NULL,
+    run_id TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS measured_family ON measured (family, gpu_name);
 """
+# calibration: the prior (factor 1) counts as this many measurements, so one odd run moves a factor only halfway
+PRIOR_WEIGHT = 1.0
+CALIBRATION_WINDOW = 50  # the latest measurements per kernel that count
 
 
 class Experience(BaseModel):
@@ -148,6 +164,32 @@ class ExperienceStore:
 
         return sorted(found, key=distance)[:limit]
 
+    def record_measured(self, family: str, dtype: str, gpu_name: str, rows: list[tuple[str, float, float]],
+                        run_id: str) -> None:
+        """(kernel, predicted us, measured us) of each correct candidate that ran at a start the cost model priced."""
+        if not rows:
+            return
+        now = time.time()
+        with closing(self._connect()) as conn, conn:
+            conn.executemany("INSERT INTO measured (family, kernel, gpu_name, dtype, predicted_us, measured_us, run_id,"
+                             " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                             [(family, k, gpu_name, dtype, p, m, run_id, now) for k, p, m in rows])
+
+    def calibration(self, family: str, gpu_name: str) -> dict[str, float]:
+        """Per kernel, measured over predicted time on this GPU: the geometric mean of the latest ratios, pulled
+        toward 1 by PRIOR_WEIGHT. Kernels never measured here are absent (factor 1)."""
+        if not self.path.exists():
+            return {}
+        with closing(self._connect()) as conn:
+            rows = conn.execute("SELECT kernel, predicted_us, measured_us FROM measured WHERE family = ? AND gpu_name = ?"
+                                " AND predicted_us > 0 AND measured_us > 0 ORDER BY created_at DESC",
+                                (family, gpu_name)).fetchall()
+        logs: dict[str, list[float]] = {}
+        for kernel, predicted, measured in rows:
+            if len(logs.setdefault(kernel, [])) < CALIBRATION_WINDOW:
+                logs[kernel].append(math.log(measured / predicted))
+        return {k: math.exp(sum(v) / (len(v) + PRIOR_WEIGHT)) for k, v in logs.items()}
+
     def count(self) -> int:
         if not self.path.exists():
             return 0
@@ -167,3 +209,23 @@ def record_accepted(store: ExperienceStore, spec: Spec, iteration: dict[str, Any
     return store.record(spec, choice, source, report["measurement"],
                         {"name": device["name"], "arch": device.get("arch") or spec.arch or "unknown"}, run_id,
                         checks={f["stage"]: f["status"] for f in report["feedback"]})
+
+
+def record_measured(store: ExperienceStore, spec: Spec, plan: dict[str, Any], iterations: list[dict[str, Any]],
+                    run_id: str) -> int:
+    """Calibrate the cost model: every correct GPU iteration that ran a strategy's start with a prediction.
+    Returns how many were recorded."""
+    priced = {(s["kernel"], json.dumps(s["start"], sort_keys=True)): s["predicted_us"]
+              for s in plan.get("strategies", []) if s.get("predicted_us")}
+    rows, gpu = [], None
+    for it in iterations:
+        report = VerificationReport.model_validate(it["report"])
+        if it.get("backend") != "gpu" or not report.correct or not report.measurement or not report.device.get("name"):
+            continue
+        key = (it["choice"]["kernel"], json.dumps(it["choice"]["params"], sort_keys=True))
+        if key in priced:
+            rows.append((key[0], priced[key], report.measurement.median_us))
+            gpu = report.device["name"]
+    if gpu:
+        store.record_measured(spec.family, spec.dtype, gpu, rows, run_id)
+    return len(rows)

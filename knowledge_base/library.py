@@ -85,7 +85,7 @@ class ReferenceKernel(BaseModel):
         return KernelCandidate(
             name=self.name,
             family=self.family,
-            source=prelude() + "\n" + self.body,
+            source=prelude() + "\n" + family_prelude(self.path.parent) + self.body,
             parameters=dict(params),
             kernels=self.kernels,
             workspace=self.workspace,
@@ -99,6 +99,14 @@ class ReferenceKernel(BaseModel):
 @cache
 def prelude() -> str:
     return PRELUDE_FILE.read_text()
+
+
+@cache
+def family_prelude(kernels_dir: Path) -> str:
+    """What a family's kernels share (`prelude.cuh` in its kernels folder), or nothing: written once, put in front
+    of each of its kernels after the project prelude, so every candidate stays one self-contained source."""
+    path = kernels_dir / "prelude.cuh"
+    return path.read_text() + "\n" if path.is_file() else ""
 
 
 def _parse(path: Path, family: str) -> ReferenceKernel:

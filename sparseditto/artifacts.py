@@ -232,6 +232,7 @@ def _report_md(state: dict[str, Any], status: str, best: dict[str, Any] | None, 
                 sp = f"{b.median_us / report.measurement.median_us:.2f}x" if report.measurement else "-"
                 lines.append(f"| {b.name} | {b.library} | {b.config} | {b.median_us:.1f} | {'yes' if b.correct else 'no'} | {sp} |")
             lines.append("")
+    lines += _ranking_md(plan, state.get("iterations", []))
     if state.get("references"):
         lines += references_markdown(state["references"])
     lines += ["## Iterations", "", "| # | candidate | backend | outcome | verdict |", "|---|---|---|---|---|"]
@@ -245,6 +246,28 @@ def _report_md(state: dict[str, Any], status: str, best: dict[str, Any] | None, 
         lines += ["", "Rebuild: `sh build.sh` (nvcc) or run `launch.py`, which compiles `kernel.cu` with NVRTC."]
     lines.append("")
     return "\n".join(lines)
+
+
+def _ranking_md(plan: dict[str, Any], iterations: list[dict[str, Any]]) -> list[str]:
+    """The planner's order (cost model, calibrated by earlier measurements) beside the measured times of the
+    strategies' starts that ran; nothing when the family predicts no times."""
+    strategies = [s for s in plan.get("strategies", []) if s.get("predicted_us") is not None]
+    if not strategies:
+        return []
+    measured: dict[tuple[str, str], float] = {}
+    for it in iterations:
+        report = VerificationReport.model_validate(it["report"])
+        if report.correct and report.measurement:
+            measured.setdefault((it["choice"]["kernel"], json.dumps(it["choice"]["params"], sort_keys=True)),
+                                report.measurement.median_us)
+    times = [measured.get((s["kernel"], json.dumps(s["start"], sort_keys=True))) for s in strategies]
+    ranks = {t: n for n, t in enumerate(sorted(t for t in times if t is not None), 1)}
+    lines = ["## Ranking: predicted and measured", "", "| planned | kernel | predicted us | calibrated us | measured us | measured rank |",
+             "|---|---|---|---|---|---|"]
+    for n, (s, t) in enumerate(zip(strategies, times), 1):
+        lines.append(f"| {n} | `{s['kernel']}` | {s['predicted_us']:.1f} | {s.get('calibrated_us') or s['predicted_us']:.1f} | "
+                     f"{'-' if t is None else f'{t:.1f}'} | {'-' if t is None else ranks[t]} |")
+    return [*lines, ""]
 
 
 def _llm_md(state: dict[str, Any]) -> list[str]:

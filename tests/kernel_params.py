@@ -13,7 +13,9 @@ from sparseditto.spec import Spec, parse_spec
 def family_spec(family: str, dtype: str) -> Spec:
     if family == "csr_spmv":
         return parse_spec({"operation": "spmv", "pattern": {"nnz_per_row": 16}, "M": 4096, "K": 4096, "dtype": dtype})
-    return parse_spec({"operation": "spmm", "pattern": {"density": 0.02}, "M": 1024, "K": 1024, "N": 64, "dtype": dtype})
+    if family == "csr_spmm":
+        return parse_spec({"operation": "spmm", "pattern": {"density": 0.02}, "M": 1024, "K": 1024, "N": 64, "dtype": dtype})
+    return parse_spec({**get_family(family).example_spec, "dtype": dtype})
 
 
 @functools.cache

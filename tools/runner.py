@@ -272,8 +272,11 @@ def check_correctness(job: RunJob, family: ProblemFamily, module: Any, info: dic
                             inputs_unchanged=unchanged, passed=failed_output is None and unchanged))
         outputs[i] = checked
         del launcher
+    # element-wise when the family gave bounds for this problem (a multilinear family may judge some, e.g. with a
+    # non-linear epilogue, norm-wise)
+    elementwise = all(c.bounds is not None for c in outputs[0].values())
     evidence_common = {"held_out_shapes": job.held_out_shapes, "held_out_seed": job.held_out_seed,
-                       "element_bounds": family.multilinear}
+                       "element_bounds": elementwise}
     failed = next((t for t in trials if not t.passed), None)
     if failed is not None:
         kind, msg = classify_failure(trials, failed, outputs)
@@ -299,7 +302,7 @@ def check_correctness(job: RunJob, family: ProblemFamily, module: Any, info: dic
                         "input_mutation": "inputs are read-only; write only the outputs and the declared workspaces",
                         }.get(kind),
         )
-    judged = ("each element within the error its own terms allow" if family.multilinear
+    judged = ("each element within the error its own terms allow" if elementwise
               else f"within tolerance {', '.join(f'{n} {c.tolerance:.1g}' for n, c in outputs[0].items())}")
     return trials, Feedback(
         stage="correctness", status="passed",
@@ -430,6 +433,7 @@ def benchmark(job: RunJob, family: ProblemFamily, module: Any, info: dict[str, A
     # a baseline computes the family's first output, on its own copies of the first value set
     first = next(iter(problem.outputs))
     baselines: list[BaselineTiming] = []
+    baselines_start = time.perf_counter()
     pristine = {name: arr.copy() for name, arr in sets[0].pristine.items()}
     for call in _baseline_calls(job, pristine, problem):
         cp.cuda.Device().synchronize()  # each call has run once while being prepared: its output is the answer
@@ -437,6 +441,7 @@ def benchmark(job: RunJob, family: ProblemFamily, module: Any, info: dict[str, A
         t = time_call(call.run, flush, warmup=job.warmup, runs=job.runs)
         baselines.append(BaselineTiming(name=call.name, library=call.library, config=call.config, median_us=t.median_us,
                                         rel_error=b_err, correct=b_err <= max(tols[first], 1e-2)))
+    baseline_seconds = time.perf_counter() - baselines_start
     s = problem.symbols
     nbytes = family.min_bytes(s, problem.dtype)
     bytes_floor_us = nbytes / copy_bw * 1e6
@@ -462,7 +467,8 @@ def benchmark(job: RunJob, family: ProblemFamily, module: Any, info: dict[str, A
                  else f"{timing.median_us:.1f} us, {measurement.bandwidth_fraction:.0%} of the bandwidth floor; "
                       f"{len(order)} runs on {len(sets)} value sets changed in place, every output and input checked"),
         evidence={"median_us": timing.median_us, "floor_us": floor_us, "peak_tflops": peak * 1e-12,
-                  "best_baseline_us": measurement.best_baseline_us, **checked, "sanitizer_instances": instance_names},
+                  "best_baseline_us": measurement.best_baseline_us, **checked, "sanitizer_instances": instance_names,
+                  "tool_class": family.tool_class(problem), "baseline_seconds": round(baseline_seconds, 2)},
     )
     return fb, measurement, baselines
 
@@ -474,12 +480,18 @@ def _load(job: RunJob) -> tuple[ProblemFamily, dict[str, Any], Any]:
 
 
 def run_job(job: RunJob) -> RunResult:
+    """Correctness, then the benchmark; each stage's wall seconds in its evidence (where a verification's time goes)."""
+    start = time.perf_counter()
     family, info, module = _load(job)
     try:
+        loaded = time.perf_counter()
         trials, correctness = check_correctness(job, family, module, info)
+        correctness.evidence.update(seconds=round(time.perf_counter() - loaded, 2), setup_seconds=round(loaded - start, 2))
         if correctness.status != "passed":
             return RunResult(device=info, feedback=[correctness], trials=trials)
+        checked = time.perf_counter()
         bench, measurement, baselines = benchmark(job, family, module, info)
+        bench.evidence["seconds"] = round(time.perf_counter() - checked, 2)
     except LaunchRejected as exc:
         return RunResult(device=info, feedback=[rejection(exc)], trials=[])
     return RunResult(device=info, feedback=[correctness, bench], trials=trials, measurement=measurement, baselines=baselines)

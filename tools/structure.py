@@ -97,6 +97,8 @@ def pattern_features(sample: sp.csr_matrix, rows: np.ndarray, M: int, K: int) ->
     same = (cols[order][1:] == cols[order][:-1]) & (band[order][1:] == band[order][:-1])
     gaps = (order[1:] - order[:-1])[same]
     features["x_reuse_share"] = float(len(gaps) / nnz)
+    # 32-byte sectors of x (8 fp32 values) a band reads, per nonzero: what scattered reads of x cost
+    features["x_sectors_per_nnz"] = float(_distinct(band * (K // 8 + 1) + cols // 8) / nnz)
     features["x_reuse_distance"] = float(np.median(gaps)) if len(gaps) else 0.0
     return features
 

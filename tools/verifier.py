@@ -8,6 +8,7 @@ never as passed.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import secrets
 import tempfile
@@ -155,6 +156,11 @@ class CompileOnlyVerifier:
         return _report(candidate, self.backend, result, feedback, sass)
 
 
+# compiled kernels (cubin digest) and family shape classes whose compute-sanitizer and Nsight Compute stages
+# passed in this process, with the spec they passed on: an evaluation's worker verifies many specs of one class
+_TOOLS_PASSED: dict[tuple[str, str], str] = {}
+
+
 class GpuVerifier:
     """Compile here, run in child processes with timeouts: a crash or hang never reaches the pipeline.
 
@@ -200,18 +206,25 @@ class GpuVerifier:
                                      "baselines": run.baselines}
             if any(f.status in {"failed", "error"} for f in run.feedback):
                 return _report(candidate, self.backend, result, feedback, sass, **extra)
+            bench = next(f for f in run.feedback if f.stage == "benchmark")
+            tool_key = ((hashlib.sha256(result.cubin or b"").hexdigest(), bench.evidence["tool_class"])
+                        if bench.evidence.get("tool_class") else None)
             skipped = None
             if already_checked:
                 skipped = f"not executed: {already_checked}"
+            elif tool_key in _TOOLS_PASSED:
+                skipped = f"not executed: {_TOOLS_PASSED[tool_key]}"
             elif best_us is not None and run.measurement and run.measurement.median_us >= best_us:
                 skipped = f"not executed: {run.measurement.median_us:.1f} us is not faster than the best so far ({best_us:.1f} us)"
             if skipped:
                 feedback += [Feedback(stage=s, status="not_executed", message=skipped) for s in ("sanitizer", "profile")]
                 return _report(candidate, self.backend, result, feedback, sass, **extra)
-            instances = next(f for f in run.feedback if f.stage == "benchmark").evidence.get("sanitizer_instances", [])
-            feedback.append(self._sanitize(job, Path(tmp), instances))
+            feedback.append(self._sanitize(job, Path(tmp), bench.evidence.get("sanitizer_instances", [])))
             if feedback[-1].status == "passed":
                 feedback.append(self._profile(job, run, Path(tmp)))
+                if tool_key and feedback[-1].status == "passed":
+                    _TOOLS_PASSED[tool_key] = (f"the same compiled kernel passed compute-sanitizer and Nsight Compute on "
+                                               f"{spec.name} ({tool_key[1]})")
         return _report(candidate, self.backend, result, feedback, sass, **extra)
 
     def _sanitize(self, job: RunJob, tmp: Path, instances: list[str]) -> Feedback:

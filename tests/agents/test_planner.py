@@ -44,13 +44,13 @@ def test_features_describe_the_matrix():
     assert feats["row_mean"] == pytest.approx(20.48, rel=0.05)
 
 
-def test_skewed_rows_lead_with_the_skewed_strategy():
+def test_skewed_rows_lead_with_a_kernel_that_balances_them():
     skewed = offline_plan(spmv("power_law"))
     assert skewed.features["row_cv"] > 1.0 or skewed.features["row_max"] > 16 * 16
-    assert get_kernel(skewed.strategies[0].kernel).strategy == "skewed"
+    assert get_kernel(skewed.strategies[0].kernel).strategy in {"skewed", "merge_path"}
     even = offline_plan(spmv("uniform"))
     assert even.features["row_cv"] == 0.0
-    assert get_kernel(even.strategies[0].kernel).strategy != "skewed"
+    assert get_kernel(even.strategies[0].kernel).strategy not in {"skewed", "merge_path"}
 
 
 def test_sixteen_bit_spaces_drop_vector_widths_over_16_bytes():

@@ -13,7 +13,7 @@ from sparseditto.tools.dtypes import dtype as dtype_info
 from sparseditto.tools.families import get_family
 from sparseditto.tools.verifier import check_geometry
 
-from kernel_params import family_spec, middle_params, starting_params
+from kernel_params import family_spec, starting_params
 
 from sparseditto.agents.planner import is_valid_choice
 
@@ -66,7 +66,7 @@ def test_each_launch_passes_the_arguments_its_entry_point_declares_in_order(kern
 
 @pytest.mark.parametrize("kernel", reference_kernels(), ids=lambda k: k.name)
 def test_instantiate_refuses_values_outside_the_declared_ranges(kernel):
-    params = middle_params(kernel, kernel.dtypes[0])
+    params = starting_params(kernel, kernel.dtypes[0])
     name = next(iter(kernel.parameters))
     with pytest.raises(ValueError, match=name):
         kernel.instantiate({**params, name: 12345})

@@ -8,6 +8,7 @@ import pytest
 
 from sparseditto.knowledge_base.library import reference_kernels
 from sparseditto.spec import Spec, parse_spec
+from sparseditto.tools.families import get_family
 from sparseditto.tools.verifier import GpuVerifier
 
 from kernel_params import starting_params
@@ -19,8 +20,10 @@ def small_spec(family: str, dtype: str) -> Spec:
     if family == "csr_spmv":  # power-law rows: the split kernel gets long rows of several chunks
         return parse_spec({"operation": "spmv", "pattern": {"distribution": "power_law", "nnz_per_row": 12},
                            "M": 20011, "K": 20011, "dtype": dtype})
-    return parse_spec({"operation": "spmm", "pattern": {"distribution": "banded", "density": 0.05},
-                       "M": 1003, "K": 997, "N": 200, "dtype": dtype})
+    if family == "csr_spmm":
+        return parse_spec({"operation": "spmm", "pattern": {"distribution": "banded", "density": 0.05},
+                           "M": 1003, "K": 997, "N": 200, "dtype": dtype})
+    return parse_spec({**get_family(family).example_spec, "dtype": dtype})
 
 
 @pytest.fixture(scope="module")

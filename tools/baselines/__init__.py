@@ -92,4 +92,4 @@ def available_libraries() -> dict[str, str]:
 
 # The built-in library modules register themselves on import (after `register` exists); their order is the
 # registry's order.
-from sparseditto.tools.baselines import cusparse, torch_sparse, cublas  # noqa: E402, F401, I001
+from sparseditto.tools.baselines import cusparse, torch_sparse, cublas, cusparselt, sparse24_dense  # noqa: E402, F401, I001

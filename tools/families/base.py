@@ -71,6 +71,8 @@ class StrategyStart:
     kernel: str
     start: dict[str, int]
     why: str
+    # the family's cost model at this start, in microseconds (None: the family ranks by rules alone)
+    predicted_us: float | None = None
 
 
 class ProblemFamily(ABC):
@@ -146,6 +148,12 @@ class ProblemFamily(ABC):
         """compute-sanitizer's instances, named; together they must reach every code path a kernel may have at
         the spec's shapes (tails, and whatever the family's structure makes kernels branch on)."""
         return {"tails": self.make_problem(spec, seed, self.sanitizer_shape(spec))}
+
+    def tool_class(self, main: Problem) -> str | None:
+        """The shape class of a main instance: one compiled kernel that passed compute-sanitizer and Nsight Compute
+        on an instance of this class need not run them again on another of the same class (an evaluation's many
+        specs). None (the default): every spec is its own class."""
+        return None
 
     # -- values and bounds -------------------------------------------------------------------------
     def with_fresh_values(self, problem: Problem, rng: np.random.Generator, specials: bool = False) -> Problem:

@@ -219,6 +219,20 @@ class CsrFamily(ProblemFamily):
                          outputs={self.output_name: dataclasses.replace(main.outputs[self.output_name], shape=out_shape)})
         return {**super().sanitizer_instances(spec, main, seed), "longest_rows": sliced}
 
+    def tool_class(self, main: Problem) -> str | None:
+        """The same dtype and N, the longest row in the same power of two (kernels branch on row length against
+        their thresholds), and rows, columns and nonzeros each in the same size band: below 2^16 (one grid
+        dimension's worth of blocks), below 2^24, below 2^27 (byte offsets of 16-byte values still fit in 32 bits),
+        or above. The sanitizer instances (tails, longest rows, main) of two such matrices take a kernel down the
+        same paths."""
+        lengths = np.diff(main.inputs["rowptr"].astype(np.int64))
+        def band(n: int) -> int:
+            return sum(n >= limit for limit in (1 << 16, 1 << 24, 1 << 27))
+        symbols = main.symbols
+        longest = int(np.log2(max(int(lengths.max(initial=0)), 1)))
+        return (f"{self.name} {main.dtype} N={symbols.get('N', 1)} longest row~2^{longest} size bands "
+                f"M{band(symbols['M'])} K{band(symbols['K'])} nnz{band(int(lengths.sum()))}")
+
     def held_out_shapes(self, spec: SpecBase, rng: np.random.Generator) -> list[dict[str, int]]:
         """Two shapes per verification: about half the spec's rows and columns with a drawn tail, and a small
         one with an odd row count; N moves by a drawn tail (SpMM). A file matrix keeps its pattern (cut)."""

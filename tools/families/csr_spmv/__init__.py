@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
 from sparseditto.tools.families.base import StrategyStart
 from sparseditto.tools.families.csr_common import KERNELS_ROOT, CsrFamily, CsrSpecFields
+from sparseditto.tools.dtypes import dtype as dtype_info
+from sparseditto.tools.families.csr_spmv.cost import dia_layout, predicted_us
 from sparseditto.tools.families.csr_spmv.diagonal import diagonals
+from sparseditto.tools.families.csr_spmv.merge_path import merge_path
 from sparseditto.tools.families.csr_spmv.preparations import long_row_chunk_ptr
 from sparseditto.tools.families.csr_spmv.sell import sell_c_sigma
+from sparseditto.tools.families.csr_spmv.u16 import csr_u16
 
 
 class CsrSpmvSpec(CsrSpecFields):
@@ -37,7 +42,7 @@ class CsrSpmv(CsrFamily):
     spec_model = CsrSpmvSpec
     kernels_dir = KERNELS_ROOT / "csr_spmv"
     preparations = {"long_row_chunk_ptr": long_row_chunk_ptr, "sell_c_sigma": sell_c_sigma,
-                    "diagonals": diagonals}
+                    "diagonals": diagonals, "merge_path": merge_path, "csr_u16": csr_u16}
     target_speedup = 1.5
     example_spec = {"name": "small_spmv", "operation": "spmv", "pattern": {"distribution": "uniform", "nnz_per_row": 16},
                     "M": 65536, "K": 65536, "dtype": "fp32", "budget": {"iterations": 4}}
@@ -45,17 +50,31 @@ class CsrSpmv(CsrFamily):
     output_name = "y"
 
     def strategies(self, spec: CsrSpmvSpec, features: Mapping[str, float]) -> list[StrategyStart]:
-        """Lanes per row from the mean row length (4 nonzeros per 16-byte load); skewed rows lead with the long-row split."""
-        skewed = features["row_cv"] > 1.0 or features["row_max"] > 16 * max(features["row_mean"], 1)
-        group = _pow2_at_most(features["row_mean"] / 4, [1, 2, 4, 8, 16, 32])
-        vector = StrategyStart(
-            "spmv_csr_vec4", {"GROUP": group, "UNROLL": 2, "BLOCK": 256, "HINT": 1, "XL": 0},
-            f"rows of similar length (mean {features['row_mean']:.1f}): {group} lanes per row, 4 nonzeros per 16-byte load")
-        split = StrategyStart(
-            "spmv_csr_split_vec4",
-            {"GROUP": min(16, max(1, group)), "UNROLL": 2, "BLOCK": 256, "LONG_ROW": 64, "CHUNK": 4096, "HINT": 1},
-            f"skewed rows (max {features['row_max']:.0f}, cv {features['row_cv']:.2f}): long rows cut into warp-sized chunks")
-        return [split, vector] if skewed else [vector, split]
+        """Every kernel at a start chosen from the features, ranked by its predicted time (`cost.py`): the
+        planner re-ranks them by what earlier runs measured."""
+        f = features
+        vb = dtype_info(spec.dtype).bytes
+        group = _pow2_at_most(f["row_mean"] / 4, [1, 2, 4, 8, 16, 32])
+        stored, share = dia_layout(f, 64)
+        max_diags = next((d for d in (8, 16, 32, 64) if d >= stored), 64)
+        starts = [
+            StrategyStart("spmv_csr_vec4", {"GROUP": group, "UNROLL": 2, "BLOCK": 256, "HINT": 1, "XL": 0},
+                          f"CSR, {group} lanes per row (mean {f['row_mean']:.1f}), 4 nonzeros per 16-byte load"),
+            StrategyStart("spmv_csr_split_vec4",
+                          {"GROUP": min(16, max(1, group)), "UNROLL": 2, "BLOCK": 256, "LONG_ROW": 64, "CHUNK": 4096,
+                           "HINT": 1},
+                          f"CSR with rows over 64 cut into warp-sized chunks (max {f['row_max']:.0f}, cv {f['row_cv']:.2f})"),
+            StrategyStart("spmv_merge_path", {"BLOCK": 256, "ITEMS": 8, "HINT": 1},
+                          f"merge path: equal shares of rows + nonzeros per thread, whatever the skew (cv {f['row_cv']:.2f})"),
+            StrategyStart("spmv_sell_c_sigma", {"C": 32, "SIGMA": 4096, "BLOCK": 256},
+                          f"SELL-32-4096: coalesced without shuffles on rows of similar length (cv {f['row_cv']:.2f})"),
+            StrategyStart("spmv_dia", {"MAX_DIAGS": max_diags, "BLOCK": 256},
+                          f"DIA: {share:.0%} of the nonzeros on the {stored:.0f} densest diagonals, no column indices"),
+            StrategyStart("spmv_csr_u16", {"GROUP": group, "UNROLL": 2, "BLOCK": 256, "HINT": 1},
+                          f"16-bit column offsets (band half-width {f.get('bandwidth', 1.0) * f['cols']:.0f} columns)"),
+        ]
+        ranked = [replace(s, predicted_us=predicted_us(s.kernel, s.start, f, vb)) for s in starts]
+        return sorted(ranked, key=lambda s: s.predicted_us)
 
 
 FAMILY = CsrSpmv()

@@ -1,0 +1,47 @@
+# Device runs for issues 14 and 15. On the GPU machine, from the repository root:
+#   bash bench/issue14_device.sh kernels|spmv|spmm $OUT
+# kernels: the GPU tests of the kernels not yet run on a GPU (merge path, 16-bit offsets, BSR on tensor cores, the 2:4
+#   family's two kernels), the fp8 contract test, the 2:4 baselines' test, and the 2:4 baselines' probe.
+# spmv: a subset of the matrix suite (evals/matrix_suite.py) written on the device, then `sparseditto eval --matrices`
+#   SpMV fp32 at budget 3 (results.jsonl is appended per spec, so a cut-off run keeps what finished).
+# spmm: the same for SpMM fp16 and fp32 at N=32 on the matrices with dense blocks or shared columns.
+# final: the 2:4 family's 4096^3 and decode specs through the pipeline (budget 2), then `spmv` on five matrices.
+set -u
+what=$1; out=$2
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl 2>/dev/null || exit 1
+export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >/dev/null 2>&1 || exit 1
+mats=/tmp/issue14_matrices; mkdir -p $mats
+case $what in
+  kernels)
+    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/tools/test_reference_kernels_gpu.py \
+      -k "${KERNELS:-merge_path or u16 or bsr or sp24}" 2>&1 | tee "$out/gpu_tests_issue14_h200.txt" | tail -n 25
+    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/tools/test_contract_v2.py \
+      tests/tools/test_sparse24_baselines.py 2>&1 | tee "$out/gpu_tests_issue14_more_h200.txt" | tail -n 25
+    [ -n "${PROBE-1}" ] || exit 0
+    timeout 200 python3 bench/sparse24_baselines_probe.py --out "$out" 2>&1 | tail -n 25
+    ;;
+  final)
+    for s in sparse24_fp16_4096 sparse24_fp16_decode; do
+      timeout 150 sparseditto run examples/$s.yaml --budget 2 --on-budget approve --runs-dir /tmp/sp24 2>&1 | tail -n 4
+    done
+    for f in /tmp/sp24/*/report.md; do cp $f "$out/sp24_$(basename $(dirname $f))_report.md"; done
+    tar -czf "$out/sp24_runs.tgz" -C /tmp/sp24 --exclude='*.cubin' --exclude='*.pkl' --exclude='checkpoints*' . 2>/dev/null
+    NAMES=stencil2d_5pt_20m,circuit_5m,empty70_10m,powerlaw_dir_15m,road_perm_8m EVAL_SECONDS=${EVAL_SECONDS:-270} \
+      bash bench/issue14_device.sh spmv "$out"
+    ;;
+  spmv|spmm)
+    if [ $what = spmv ]; then
+      names=${NAMES:-stencil2d_5pt_20m,stencil3d_7pt_10m,fem3d_b4_8m,powerlaw_dir_15m,road_perm_8m,circuit_5m,band_narrow_10m,lp_wide_6m,web_3m,empty70_10m,small_l2_500k,blockdiag_8_32_10m}
+      args="--ops spmv --dtypes fp32"
+    else
+      names=fem3d_b4_8m,blockdiag_8_32_10m,stencil2d_5pt_1m,band_narrow_10m
+      args="--ops spmm --n 32 --dtypes fp16,fp32"
+    fi
+    python3 -m sparseditto.evals.matrix_suite $mats --names $names 2>&1 | tail -n 3
+    timeout ${EVAL_SECONDS:-470} sparseditto eval run --matrices $mats $args --budget 3 --out /tmp/eval_$what 2>&1 | tail -n 30
+    cp /tmp/eval_$what/results.jsonl "$out/eval_${what}_results.jsonl"
+    cp /tmp/eval_$what/report.md "$out/eval_${what}_report.md" 2>/dev/null
+    tar -czf "$out/eval_${what}_runs.tgz" -C /tmp/eval_$what --exclude='*.cubin' --exclude='*.pkl' --exclude='checkpoints*' runs 2>/dev/null || true
+    ;;
+esac

@@ -1,0 +1,132 @@
+"""The planner's ranking: the SpMV cost model orders kernels by the structure, and measurements from earlier runs
+(the experience store) re-rank them on the same GPU."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from sparseditto.agents.planner import offline_plan
+from sparseditto.agents.retriever import retrieve
+from sparseditto.knowledge_base.experience import ExperienceStore, record_measured
+from sparseditto.spec import parse_spec
+from sparseditto.tools import generators
+from sparseditto.tools.results import Feedback, Measurement, VerificationReport
+
+GPU = {"name": "NVIDIA H200", "arch": "sm_90"}
+
+
+def report(correct: bool, median_us: float | None, backend: str = "gpu") -> dict:
+    """A verification report as a run's state holds it (dumped), measured or not."""
+    measurement = None if median_us is None else Measurement(
+        median_us=median_us, p10_us=median_us, p90_us=median_us, runs=5, floor_us=1.0, bandwidth_fraction=0.5,
+        achieved_gbps=1.0, copy_bandwidth_gbps=1.0, achieved_gflops=1.0, preparation_ms=0.0)
+    status = "passed" if correct else "failed"
+    return VerificationReport(candidate="k", backend=backend, device=GPU if backend == "gpu" else {}, compiled=True,
+                              feedback=[Feedback(stage="correctness", status=status)],
+                              measurement=measurement).model_dump(mode="json")
+
+
+def matrix_spec(tmp_path, matrix: sp.csr_matrix, dtype: str = "fp32"):
+    path = tmp_path / "m.npz"
+    sp.save_npz(path, matrix.tocsr())
+    return parse_spec({"operation": "spmv", "dtype": dtype, "pattern": {"kind": "matrix_file", "path": str(path)}})
+
+
+def kernels(plan) -> list[str]:
+    return [s.kernel for s in plan.strategies]
+
+
+def test_every_strategy_carries_its_prediction_and_the_order_follows_it():
+    plan = offline_plan(parse_spec({"operation": "spmv", "pattern": {"distribution": "uniform", "nnz_per_row": 16},
+                                    "M": 50000, "K": 50000}))
+    predicted = [s.predicted_us for s in plan.strategies]
+    assert all(p is not None and p > 0 for p in predicted)
+    assert predicted == sorted(predicted)
+
+
+def test_a_stencil_leads_with_diagonal_storage(tmp_path):
+    plan = offline_plan(matrix_spec(tmp_path, generators.stencil_2d(np.random.default_rng(0), 400_000)))
+    assert plan.features["diag_share_top8"] == pytest.approx(1.0)
+    assert kernels(plan)[0] == "spmv_dia"
+    dia = plan.strategies[0]
+    assert dia.start["MAX_DIAGS"] == 8 and "100%" in dia.why
+
+
+def test_rows_of_thousands_keep_one_thread_per_row_kernels_last(tmp_path):
+    plan = offline_plan(matrix_spec(tmp_path, generators.circuit(np.random.default_rng(1), 20000)))
+    order = kernels(plan)
+    assert order.index("spmv_sell_c_sigma") > order.index("spmv_merge_path")
+    assert order[0] in {"spmv_merge_path", "spmv_csr_split_vec4"}
+
+
+def test_measurements_re_rank_the_plan_on_the_same_gpu_only(tmp_path):
+    spec = parse_spec({"operation": "spmv", "pattern": {"distribution": "power_law", "nnz_per_row": 16},
+                       "M": 50000, "K": 50000})
+    plan = offline_plan(spec)
+    first, second = plan.strategies[0], plan.strategies[1]
+    store = ExperienceStore(tmp_path / "experience.sqlite")
+    # an earlier run measured the first kernel at 4x its prediction and the second at its prediction, three times
+    for run in range(3):
+        iterations = [{"backend": "gpu", "choice": {"kernel": s.kernel, "params": s.start},
+                       "report": report(True, s.predicted_us * factor)}
+                      for s, factor in ((first, 4.0), (second, 1.0))]
+        assert record_measured(store, spec, plan.model_dump(), iterations, f"run-{run}") == 2
+    factors = store.calibration(spec.family, GPU["name"])
+    assert factors[first.kernel] == pytest.approx(4.0 ** (3 / 4))  # three ratios of 4 and the prior's 1
+    assert factors[second.kernel] == pytest.approx(1.0)
+
+    ranked, _ = retrieve(plan, spec, GPU, store, context_chars=0)
+    assert kernels(ranked)[0] == second.kernel
+    moved = next(s for s in ranked.strategies if s.kernel == first.kernel)
+    assert moved.calibrated_us == pytest.approx(first.predicted_us * factors[first.kernel])
+    elsewhere, _ = retrieve(plan, spec, {"name": "NVIDIA A100", "arch": "sm_80"}, store, context_chars=0)
+    assert kernels(elsewhere) == kernels(plan)
+
+
+def test_failed_compile_only_and_off_start_iterations_calibrate_nothing(tmp_path):
+    spec = parse_spec({"operation": "spmv", "pattern": {"distribution": "uniform", "nnz_per_row": 8}, "M": 4096, "K": 4096})
+    plan = offline_plan(spec)
+    s = plan.strategies[0]
+    off_start = {**s.start, "BLOCK": 512 if s.start.get("BLOCK") != 512 else 128}
+    iterations = [
+        {"backend": "gpu", "choice": {"kernel": s.kernel, "params": s.start},
+         "report": report(False, 10.0)},
+        {"backend": "compile_only", "choice": {"kernel": s.kernel, "params": s.start},
+         "report": report(False, None, "compile_only")},
+        {"backend": "gpu", "choice": {"kernel": s.kernel, "params": off_start}, "report": report(True, 10.0)},
+    ]
+    store = ExperienceStore(tmp_path / "experience.sqlite")
+    assert record_measured(store, spec, plan.model_dump(), iterations, "run") == 0
+    assert store.calibration(spec.family, GPU["name"]) == {}
+
+
+def test_the_run_report_puts_measured_times_beside_the_predicted_order():
+    from sparseditto.artifacts import _ranking_md
+
+    spec = parse_spec({"operation": "spmv", "pattern": {"distribution": "uniform", "nnz_per_row": 8}, "M": 4096, "K": 4096})
+    plan = offline_plan(spec)
+    first, second = plan.strategies[:2]
+    iterations = [{"choice": {"kernel": s.kernel, "params": s.start}, "report": report(True, t)}
+                  for s, t in ((first, 30.0), (second, 20.0))]
+    lines = _ranking_md(plan.model_dump(), iterations)
+    assert f"| 1 | `{first.kernel}` | {first.predicted_us:.1f} | {first.predicted_us:.1f} | 30.0 | 2 |" in lines
+    assert f"| 2 | `{second.kernel}` | {second.predicted_us:.1f} | {second.predicted_us:.1f} | 20.0 | 1 |" in lines
+
+
+def test_the_review_measures_the_top_of_the_ranking_before_tuning_the_first():
+    from sparseditto.agents.reviewer import CONTENDER_FACTOR, offline_review
+
+    spec = parse_spec({"operation": "spmv", "pattern": {"distribution": "uniform", "nnz_per_row": 16}, "M": 200000, "K": 200000})
+    plan = offline_plan(spec)
+    fastest = plan.strategies[0].calibrated_us
+    close = [s for s in plan.strategies if s.calibrated_us <= CONTENDER_FACTOR * fastest]
+    assert len(close) >= 2, "a uniform matrix is gather-bound: several kernels are predicted alike"
+    first = plan.strategies[0]
+    iterations = [{"iteration": 1, "choice": {"kernel": first.kernel, "params": first.start}, "backend": "gpu",
+                   "seconds": 1.0, "report": report(True, 50.0)}]
+    verdict = offline_review(plan, iterations, spec.dtype, "gpu")
+    assert verdict.decision == "revise"
+    assert (verdict.next.kernel, verdict.next.params) == (close[1].kernel, close[1].start)
+    assert verdict.direction == f"switch strategy to {close[1].kernel}"

@@ -1,0 +1,287 @@
+"""C = act(alpha * A B + bias) with A 2:4 structured sparse (compressed for the sparse tensor cores), B and C dense.
+
+A (M x K) keeps two of every aligned group of four along K, stored compressed (`compression.py`): `A_values`
+(M x K/2) and `A_meta` (2-bit positions in the register order of `mma.sp`). B is K x N and C M x N, both
+row-major. The epilogue scales by the float32 scalar `alpha` (drawn per instance when the spec asks for scaling,
+else 1), adds a per-row `bias` (length M, in C's type) and applies ReLU or the tanh form of GELU. Inputs are fp16,
+bf16 or fp8 e4m3 (with fp16 output); products accumulate in fp32.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, ClassVar, Literal
+
+import numpy as np
+from pydantic import Field, field_validator, model_validator
+
+from sparseditto.spec import SpecBase, Strict
+from sparseditto.tools.dtypes import dtype as dtype_info
+from sparseditto.tools.dtypes import to_float64, to_storage
+from sparseditto.tools.families.base import Output, Problem, ProblemFamily, StrategyStart
+from sparseditto.tools.families.csr_common import KERNELS_ROOT
+from sparseditto.tools.families.sparse24_gemm.compression import decompress, pack_meta
+from sparseditto.tools.families.sparse24_gemm.launcher import sparse24_launcher
+from sparseditto.tools.families.sparse24_gemm.pattern import load_dense, magnitude_positions, random_positions
+from sparseditto.tools.families.sparse24_gemm.preparations import epilogue_operands
+from sparseditto.tools.values import ElementBounds, draw_values, element_bound
+
+ROW_ALIGN, K_ALIGN = 16, 64  # M and K multiples: one metadata block, one fp8 m16n8k64 step
+SKINNY_N = 64  # at most this many columns of B the product streams A once and is memory-bound
+ACTIVATIONS = {"none": 0, "relu": 1, "gelu_tanh": 2}
+# largest ||C - ref|| / ||ref|| by output type, for GELU epilogues (judged norm-wise): one rounding to C's type
+# dominates fp32 sums of K/2 exact products
+TOLERANCE = {"fp16": 2e-3, "bf16": 1e-2}
+# fp8 inputs give fp16 outputs (the range of e4m3 products summed over K needs it)
+OUTPUT_DTYPE = {"fp16": "fp16", "bf16": "bf16", "fp8_e4m3": "fp16"}
+
+
+class Sparse24Pattern(Strict):
+    """2:4 along K. `source: random` draws each group's two kept positions from the spec's seed;
+    `source: magnitude` prunes the dense matrix in `path` (.npy, M x K; it sets M and K) to its two largest
+    |a| per group. Values are drawn per instance either way: the pattern is what the file gives."""
+
+    kind: Literal["n_m"] = "n_m"
+    n: Literal[2] = 2
+    m: Literal[4] = 4
+    source: Literal["random", "magnitude"] = "random"
+    path: Path | None = None
+
+    @model_validator(mode="after")
+    def _path_with_magnitude(self) -> "Sparse24Pattern":
+        if self.source == "magnitude" and self.path is None:
+            raise ValueError("source magnitude needs path: the dense matrix (.npy) to prune")
+        if self.source == "random" and self.path is not None:
+            raise ValueError("path is only for source magnitude (random patterns need none)")
+        if self.path is not None:
+            load_dense(self.path)  # SpecError naming pattern.path when the file will not do
+        return self
+
+
+class Epilogue(Strict):
+    """What follows the product, in this order: scaling by alpha, the per-row bias, the activation."""
+
+    alpha: bool = False
+    bias: bool = False
+    activation: Literal["none", "relu", "gelu_tanh"] = "none"
+
+
+class Sparse24GemmSpec(SpecBase):
+    family: Literal["sparse24_gemm"] = "sparse24_gemm"
+    operation: Literal["spmm"] = "spmm"
+    dtype: Literal["fp16", "bf16", "fp8_e4m3"] = "fp16"
+    pattern: Sparse24Pattern = Sparse24Pattern()
+    M: Annotated[int, Field(ge=ROW_ALIGN, le=1 << 20)] | None = None
+    K: Annotated[int, Field(ge=K_ALIGN, le=1 << 20)] | None = None
+    N: Annotated[int, Field(ge=1, le=1 << 20)]
+    epilogue: Epilogue = Epilogue()
+
+    @field_validator("pattern", mode="before")
+    @classmethod
+    def _kind_default(cls, value: Any) -> Any:
+        return {"kind": "n_m", **value} if isinstance(value, dict) else value
+
+    @model_validator(mode="after")
+    def _shape(self) -> "Sparse24GemmSpec":
+        if self.pattern.path is not None:
+            fM, fK = load_dense(self.pattern.path).shape
+            if (self.M or fM, self.K or fK) != (fM, fK):
+                raise ValueError(f"M and K come from pattern.path ({fM} x {fK}); leave them out or give those values")
+        elif self.M is None or self.K is None:
+            raise ValueError("M and K are required unless the pattern prunes a dense matrix file")
+        if self.M is not None and self.M % ROW_ALIGN:
+            raise ValueError(f"M = {self.M} must be a multiple of {ROW_ALIGN} (the 2:4 metadata covers 16-row blocks)")
+        if self.K is not None and self.K % K_ALIGN:
+            raise ValueError(f"K = {self.K} must be a multiple of {K_ALIGN} (whole sparse tensor-core steps)")
+        return self
+
+
+def spec_shape(spec: Sparse24GemmSpec) -> tuple[int, int, int]:
+    """(M, K, N), M and K from the dense file when the pattern prunes one."""
+    if spec.pattern.path is not None:
+        M, K = load_dense(spec.pattern.path).shape
+        return M, K, spec.N
+    return spec.M, spec.K, spec.N
+
+
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore", invalid="ignore"):
+        return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+
+
+def relu(x: np.ndarray) -> np.ndarray:
+    """NaN stays NaN (what `x < 0 ? 0 : x` gives on the device)."""
+    return np.where(x < 0, 0.0, x)
+
+
+class Sparse24Gemm(ProblemFamily):
+    name = "sparse24_gemm"
+    operation = "spmm"
+    format = "2:4"
+    spec_model = Sparse24GemmSpec
+    kernels_dir = KERNELS_ROOT / "sparse24_gemm"
+    preparations = {"epilogue_operands": epilogue_operands}
+    # cuSPARSELt 2:4 fp16 reaches 0.99x of dense cuBLAS at 8192^3 on the H200 (DESIGN.md): the sparse tensor
+    # cores' 2x is the ceiling, and a quarter above the best library is a strong result
+    target_speedup = 1.25
+    example_spec = {"name": "small_sparse24", "operation": "spmm", "pattern": {"kind": "n_m"},
+                    "M": 1024, "K": 1024, "N": 64, "dtype": "fp16", "budget": {"iterations": 4}}
+    # element bounds hold for every epilogue but GELU (error_bounds): the product is multilinear, alpha and the
+    # bias add two fp32 roundings, ReLU is 1-Lipschitz and exact
+    multilinear = True
+    # B's NaN and Inf would meet A's structural zeros in a dense reference only: specials go into A's kept values
+    special_inputs: ClassVar[tuple[str, ...] | None] = ("A_values",)
+
+    @classmethod
+    def claims(cls, data: Mapping[str, Any]) -> bool:
+        pattern = data.get("pattern")
+        return data.get("operation") == "spmm" and isinstance(pattern, dict) and pattern.get("kind") == "n_m"
+
+    def symbols(self, spec: Sparse24GemmSpec) -> dict[str, int]:
+        M, K, N = spec_shape(spec)
+        return {"M": M, "K": K, "N": N, "nnz": M * K // 2, "has_bias": int(spec.epilogue.bias),
+                "act": ACTIVATIONS[spec.epilogue.activation]}
+
+    # -- planning ----------------------------------------------------------------------------------
+    def features(self, spec: Sparse24GemmSpec) -> dict[str, float]:
+        s = self.symbols(spec)
+        return {"M": float(s["M"]), "K": float(s["K"]), "N": float(s["N"]),
+                "value_bytes": float(dtype_info(spec.dtype).bytes),
+                "flops_per_byte": self.flops(s) / self.min_bytes(s, spec.dtype),
+                "skinny": float(s["N"] <= SKINNY_N)}
+
+    def strategies(self, spec: Sparse24GemmSpec, features: Mapping[str, float]) -> list[StrategyStart]:
+        """Skinny N (decode): stream A once, split K over warps. Otherwise the tiled sparse tensor-core GEMM."""
+        N = spec.N
+        n_tiles = next(t for t in (1, 2, 4, 8) if 8 * t >= min(N, SKINNY_N))
+        skinny = StrategyStart(
+            "sp24_skinny", {"MT": 2, "NT": n_tiles, "WARPS": 8, "UNROLL": 2},
+            f"N = {N} is skinny: the compressed A ({features['flops_per_byte']:.0f} flop/byte) is streamed once "
+            "straight into mma.sp registers, K split over 8 warps for enough loads in flight")
+        tiled = StrategyStart(
+            "sp24_mma_sp", {"BM": 128, "BN": 128, "BK": 64, "WM": 2, "WN": 2, "STAGES": 4},
+            "128 x 128 tiles, four warps of 64 x 64, a 4-stage cp.async pipeline feeding mma.sp: the sparse "
+            "tensor cores' rate needs the B tile reused across 128 rows")
+        return [skinny, tiled] if N <= SKINNY_N else [tiled]
+
+    # -- instances ---------------------------------------------------------------------------------
+    def make_problem(self, spec: Sparse24GemmSpec, seed: int, shape: Mapping[str, int] | None = None) -> Problem:
+        rng = np.random.default_rng(seed)
+        M, K, N = spec_shape(spec)
+        if shape:
+            M, K, N = shape.get("M", M), shape.get("K", K), shape.get("N", N)
+        if spec.pattern.path is not None:  # the file's pruned pattern, cut to the shape
+            positions = magnitude_positions(np.asarray(load_dense(spec.pattern.path)[:M, :K], dtype=np.float64))
+        else:
+            positions = random_positions(rng, M, K)
+        out = OUTPUT_DTYPE[spec.dtype]
+        inputs = {"A_values": to_storage(draw_values(rng, M * K // 2, spec.dtype), spec.dtype).reshape(M, K // 2),
+                  "A_meta": pack_meta(positions),
+                  "B": to_storage(draw_values(rng, K * N, spec.dtype), spec.dtype).reshape(K, N)}
+        input_dtypes = {"A_values": spec.dtype, "A_meta": "int32", "B": spec.dtype}
+        if spec.epilogue.bias:
+            inputs["bias"] = to_storage(draw_values(rng, M, out), out)
+            input_dtypes["bias"] = out
+        # rounded to fp32, the type the kernel receives: the kernel and the reference scale by the same number
+        alpha = float(np.float32(rng.uniform(0.5, 2.0) * 2.0 ** int(rng.integers(-2, 3)))) if spec.epilogue.alpha else 1.0
+        return Problem(
+            dtype=spec.dtype,
+            symbols={"M": M, "K": K, "N": N, "nnz": M * K // 2, "has_bias": int(spec.epilogue.bias),
+                     "act": ACTIVATIONS[spec.epilogue.activation]},
+            inputs=inputs,
+            input_dtypes=input_dtypes,
+            outputs={"C": Output((M, N), out, spec.tolerance or TOLERANCE[out])},
+            scalars={"alpha": alpha},
+        )
+
+    def _linear(self, problem: Problem, magnitude: bool) -> np.ndarray:
+        """alpha * A B + bias in float64; with `magnitude`, the same on |alpha|, |A|, |B|, |bias| (the condition)."""
+        s, d = problem.symbols, problem.dtype
+        A = decompress(problem.inputs["A_values"], problem.inputs["A_meta"], s["M"], s["K"])
+        B = to_float64(problem.inputs["B"], d)
+        alpha = problem.scalars["alpha"]
+        bias = (to_float64(problem.inputs["bias"], problem.input_dtypes["bias"]) if "bias" in problem.inputs
+                else np.zeros(s["M"]))
+        if magnitude:
+            A, B, alpha, bias = np.abs(A), np.abs(B), abs(alpha), np.abs(bias)
+        with np.errstate(invalid="ignore", over="ignore"):
+            return alpha * (A @ B) + bias[:, None]
+
+    def reference(self, problem: Problem) -> dict[str, np.ndarray]:
+        y = self._linear(problem, magnitude=False)
+        act = problem.symbols["act"]
+        return {"C": relu(y) if act == ACTIVATIONS["relu"] else gelu_tanh(y) if act == ACTIVATIONS["gelu_tanh"] else y}
+
+    def error_bounds(self, problem: Problem, refs: Mapping[str, np.ndarray],
+                     tolerance: float | None = None) -> dict[str, ElementBounds] | None:
+        """Per element for every epilogue but GELU: K/2 exact products summed in fp32, then the alpha product and
+        the bias sum (two more roundings, as two more terms), then ReLU, which moves no error up (1-Lipschitz,
+        evaluated exactly). GELU's own evaluation error in fp32 has no such bound here: norm-wise."""
+        if problem.symbols["act"] == ACTIVATIONS["gelu_tanh"]:
+            return None
+        s, out = problem.symbols, problem.outputs["C"]
+        terms = np.full((s["M"], s["N"]), s["K"] // 2 + 2, dtype=np.float64)
+        return {"C": element_bound(refs["C"], self._linear(problem, magnitude=True), terms, out.accumulate,
+                                   out.dtype, tolerance)}
+
+    def flops(self, symbols: Mapping[str, int]) -> float:
+        """Dense-equivalent, as cuSPARSELt and the papers count a 2:4 product."""
+        return 2.0 * symbols["M"] * symbols["N"] * symbols["K"]
+
+    def min_bytes(self, symbols: Mapping[str, int], dtype: str) -> float:
+        M, K, N = symbols["M"], symbols["K"], symbols["N"]
+        value, out = dtype_info(dtype).bytes, dtype_info(OUTPUT_DTYPE[dtype]).bytes
+        return M * K / 2 * value + M * K / 8 + K * N * value + M * N * out + symbols.get("has_bias", 0) * M * out
+
+    def tiny_shape(self, spec: Sparse24GemmSpec) -> dict[str, int]:
+        return {"M": 64, "K": 128, "N": min(spec.N, 16)}
+
+    def sanitizer_shape(self, spec: Sparse24GemmSpec) -> dict[str, int]:
+        """13 row blocks and 5 k-steps (no tile divides them), an odd N: every tail at once."""
+        M, K, N = spec_shape(spec)
+        return {"M": min(M, 13 * ROW_ALIGN), "K": min(K, 5 * K_ALIGN), "N": min(N, 61 if N > SKINNY_N else max(N - 3, 1))}
+
+    def sanitizer_instances(self, spec: Sparse24GemmSpec, main: Problem, seed: int) -> dict[str, Problem]:
+        """The tails, and the spec's own N on the tails' M and K (the aligned-column path of B)."""
+        tails = self.sanitizer_shape(spec)
+        return {**super().sanitizer_instances(spec, main, seed),
+                "spec_columns": self.make_problem(spec, seed + 1, {**tails, "N": spec.N})}
+
+    def held_out_shapes(self, spec: Sparse24GemmSpec, rng: np.random.Generator) -> list[dict[str, int]]:
+        """About half the spec's M and K, and a few row blocks and k-steps, on the alignments and never beyond the
+        spec's (a pruned file is cut to them); N lowered by a drawn tail (a skinny kernel is built for at most the
+        spec's column tiles)."""
+        M, K, N = spec_shape(spec)
+
+        def tail_N() -> int:
+            return max(N - int(rng.integers(1, 8)), 1)
+
+        def about_half(size: int, align: int, most: int) -> int:
+            """Half of `size` plus a drawn number of `align` steps, on the alignment, at most `size`."""
+            return min(size, max(align, (size // 2) // align * align + align * int(rng.integers(1, most))))
+
+        return [{"M": about_half(M, ROW_ALIGN, 64), "K": about_half(K, K_ALIGN, 4), "N": tail_N()},
+                {"M": ROW_ALIGN * int(rng.integers(1, max(min(M // ROW_ALIGN, 40), 1) + 1)),
+                 "K": K_ALIGN * int(rng.integers(1, max(min(K // K_ALIGN, 12), 1) + 1)), "N": tail_N()}]
+
+    # -- artifacts and experience ------------------------------------------------------------------
+    def launcher(self, candidate: Any, spec: Sparse24GemmSpec, arch: str) -> str:
+        return sparse24_launcher(candidate, spec, arch, OUTPUT_DTYPE[spec.dtype])
+
+    def experience_key(self, spec: Sparse24GemmSpec) -> dict[str, Any]:
+        """A pruned file counts by its contents, not its path."""
+        key = super().experience_key(spec)
+        if spec.pattern.path is not None:
+            key["pattern"] = {**key["pattern"], "path": None,
+                              "sha256": hashlib.sha256(Path(spec.pattern.path).read_bytes()).hexdigest()}
+        return key
+
+    def experience_distance(self, spec: Sparse24GemmSpec, other: Sparse24GemmSpec) -> float:
+        """Shapes apart in log scale (the epilogue is in the experience key)."""
+        return sum(abs(math.log(a / b)) for a, b in zip(spec_shape(spec), spec_shape(other)))
+
+
+FAMILY = Sparse24Gemm()
