@@ -224,7 +224,9 @@ def _report_md(state: dict[str, Any], status: str, best: dict[str, Any] | None, 
             lines += ["| measure | value |", "|---|---|",
                       f"| median time | {m.median_us:.1f} us (p10 {m.p10_us:.1f}, p90 {m.p90_us:.1f}, {m.runs} runs) |",
                       f"| bandwidth floor | {m.floor_us:.1f} us ({m.bandwidth_fraction:.0%} reached, {m.achieved_gbps:.0f} GB/s of {m.copy_bandwidth_gbps:.0f} copy) |",
-                      f"| throughput | {m.achieved_gflops:.0f} GFLOP/s |",
+                      f"| throughput | {m.achieved_gflops:.0f} GFLOP/s"
+                      + (f" ({m.achieved_gflops / m.peak_gflops:.1%} of the {m.peak_gflops / 1e3:.0f} TFLOP/s peak for this arithmetic)"
+                         if m.peak_gflops else "") + " |",
                       f"| one-time preparation | {m.preparation_ms:.1f} ms (not in the per-call time) |", ""]
         if report.baselines:
             lines += ["| baseline | library | configuration | median us | correct | speedup |", "|---|---|---|---|---|---|"]

@@ -104,6 +104,8 @@ class Measurement(BaseModel):
     floor_us: float
     achieved_gbps: float
     achieved_gflops: float
+    # the device's peak for the family's arithmetic (dense tensor-core rate times the family's flop_rate_factor)
+    peak_gflops: float | None = None
     bandwidth_fraction: float
     copy_bandwidth_gbps: float
     best_baseline: str | None = None

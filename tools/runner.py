@@ -379,6 +379,15 @@ def save_sanitizer_instances(job: RunJob, family: ProblemFamily, problem: Proble
     return list(instances)
 
 
+def timing_floor(family: ProblemFamily, problem: Problem, info: dict[str, Any], copy_bw: float) -> tuple[float, float, float]:
+    """(bytes floor us, peak FLOP/s, floor us): no honest kernel moves its bytes faster than a copy or computes
+    faster than the device's peak for the family's arithmetic; a timing below the floor is not trusted."""
+    s = problem.symbols
+    bytes_floor_us = family.min_bytes(s, problem.dtype) / copy_bw * 1e6
+    peak = peak_flops(info["cc"], info["sms"], info["clock_khz"], problem.input_dtypes.values()) * family.flop_rate_factor
+    return bytes_floor_us, peak, max(bytes_floor_us, family.flops(s) / peak * 1e6)
+
+
 def benchmark(job: RunJob, family: ProblemFamily, module: Any, info: dict[str, Any]) -> tuple[Feedback, Measurement | None, list[BaselineTiming]]:
     import cupy as cp
 
@@ -444,15 +453,14 @@ def benchmark(job: RunJob, family: ProblemFamily, module: Any, info: dict[str, A
     baseline_seconds = time.perf_counter() - baselines_start
     s = problem.symbols
     nbytes = family.min_bytes(s, problem.dtype)
-    bytes_floor_us = nbytes / copy_bw * 1e6
-    peak = peak_flops(info["cc"], info["sms"], info["clock_khz"], problem.input_dtypes.values())
-    floor_us = max(bytes_floor_us, family.flops(s) / peak * 1e6)
+    bytes_floor_us, peak, floor_us = timing_floor(family, problem, info, copy_bw)
     correct_baselines = [b for b in baselines if b.correct]
     best = min(correct_baselines, key=lambda b: b.median_us) if correct_baselines else None
     measurement = Measurement(
         median_us=timing.median_us, p10_us=timing.p10_us, p90_us=timing.p90_us, runs=timing.runs,
         preparation_ms=launcher.preparation_ms, floor_us=floor_us,
         achieved_gbps=nbytes / timing.median_us * 1e-3, achieved_gflops=family.flops(s) / timing.median_us * 1e-3,
+        peak_gflops=peak * 1e-9,
         bandwidth_fraction=bytes_floor_us / timing.median_us, copy_bandwidth_gbps=copy_bw * 1e-9,
         best_baseline=best.name if best else None, best_baseline_us=best.median_us if best else None,
         speedup_vs_best=best.median_us / timing.median_us if best else None,

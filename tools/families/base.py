@@ -93,6 +93,9 @@ class ProblemFamily(ABC):
     multilinear: ClassVar[bool] = False
     # the inputs that get IEEE special values in some trials (None: every float input)
     special_inputs: ClassVar[tuple[str, ...] | None] = None
+    # how many times the dense tensor-core rate the family's counted FLOPs may run at: a 2:4 product counted
+    # dense-equivalent runs on sparse tensor cores at twice it. The timing floor and the report's peak use it.
+    flop_rate_factor: ClassVar[float] = 1.0
 
     # -- the spec ----------------------------------------------------------------------------------
     @classmethod
