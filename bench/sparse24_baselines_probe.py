@@ -2,9 +2,14 @@
 directly with its best searched algorithm, PyTorch's cuSPARSELt front end) on the shapes DESIGN.md quotes.
 
 For each shape, in fp16: a random 2:4 A (two kept values in every group of four along K) and B, every
-configuration the registry offers for `sparse24_gemm` built (compression and algorithm search included), its C
-checked against an fp32 product of the same operands on the GPU, then timed: CUDA events around each call,
-L2 flushed before each, median of --runs after --warmup. A short table is printed last; --out writes the numbers.
+configuration the registry offers for `sparse24_gemm` built (compression, algorithm search and, for torch, the
+CUDA graph capture included), its C checked against an fp32 product of the same operands on the GPU, then timed
+exactly as the pipeline's harness times baselines (tools.timing.time_call with its L2Flusher: CUDA events around
+each call on the current CuPy stream, L2 flushed before each, runs enqueued back to back, median of --runs after
+--warmup). Beside each, the host time of one call (enqueue only, the GPU idle before it): a call whose host time
+exceeds its GPU time is timed host-bound by the harness. torch's eager route (plan rebuilt inside every call) is
+timed too, as `<name>_eager`, to show what the graph replay removes. A short table is printed last; --out writes
+the numbers.
 
 The family package is written apart; this probe stands in for its `decompress` with a plain format (kept
 values, and their positions inside each group of four), which the baselines only use to densify A once.
@@ -16,8 +21,10 @@ On the GPU machine, from the repository root:
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
+import time
 import types
 from pathlib import Path
 
@@ -54,19 +61,40 @@ def make_instance(M, K, N, dtype, seed):
     return problem, device
 
 
-def time_call(run, flush, warmup, runs):
-    for _ in range(warmup):
-        run()
-    start, end = cp.cuda.Event(), cp.cuda.Event()
+def host_us(run, calls=10):
+    """Median host time of one call, each started on an idle GPU: what a back-to-back timing loop cannot hide
+    once it exceeds the call's GPU time."""
     times = []
-    for _ in range(runs):
-        flush.fill(1)
-        start.record()
+    for _ in range(calls):
+        cp.cuda.Device().synchronize()
+        start = time.perf_counter()
         run()
-        end.record()
-        end.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, end) * 1e3)
+        times.append((time.perf_counter() - start) * 1e6)
+    cp.cuda.Device().synchronize()
     return float(np.median(times))
+
+
+def eager_torch_calls(problem, device):
+    """torch's cuSPARSELt route without the graph (each B order; split-K arguments where torch takes them)."""
+    from sparseditto.tools.baselines import cusparselt, sparse24_dense
+
+    torch, _ = cusparselt.torch_cslt_status()
+    if torch is None:
+        return []
+    gemm = sparse24_dense.sparse24_gemm(problem)
+    operands = functools.cache(functools.partial(sparse24_dense.sparse24_operands, gemm, problem, device))
+    calls = []
+    for b_transposed in (False, True):
+        for split in (True, False):
+            try:
+                call = cusparselt._build_torch(torch, operands, b_transposed, split, False)
+            except Exception as exc:  # an older torch without split-K arguments: the next variant
+                print(f"  eager torch cuSPARSELt (B transposed: {b_transposed}, split-K: {split}) failed: {exc!r}")
+                continue
+            call.name += "_eager"
+            calls.append(call)
+            break
+    return calls
 
 
 def main() -> int:
@@ -78,11 +106,12 @@ def main() -> int:
 
     sys.modules[COMPRESSION] = types.SimpleNamespace(decompress=decompress)
     from sparseditto.tools.baselines import baseline_calls, cusparselt, sparse24_dense
+    from sparseditto.tools.timing import L2Flusher, time_call
 
     print("cuSPARSELt direct:", cusparselt.status())
     print("torch cuSPARSELt: ", cusparselt.torch_cslt_status()[1])
     print("torch:            ", sparse24_dense.torch_status()[1])
-    flush = cp.empty(256 << 20, dtype=cp.uint8)
+    flush = L2Flusher()
     rows = []
     for M, K, N in SHAPES:
         problem, device = make_instance(M, K, N, "fp16", seed=M + N)
@@ -90,36 +119,41 @@ def main() -> int:
         a32 = cp.asarray(sparse24_dense.dense_a(gemm, problem, device)).astype(cp.float32)
         reference = a32 @ device["B"].astype(cp.float32)
         del a32
-        calls = baseline_calls("sparse24_gemm", (), problem, device)
+        calls = baseline_calls("sparse24_gemm", (), problem, device) + eager_torch_calls(problem, device)
         cp.cuda.Device().synchronize()
         for call in calls:
             call.output.fill(0)
             call.run()
             error = float(cp.linalg.norm(call.output.astype(cp.float32) - reference) / cp.linalg.norm(reference))
-            us = time_call(call.run, flush, args.warmup, args.runs)
+            us = time_call(call.run, flush, warmup=args.warmup, runs=args.runs).median_us
+            host = host_us(call.run)
             rows.append({"shape": f"{M}x{K}x{N}", "name": call.name, "library": call.library, "median_us": us,
-                         "tflops": 2 * M * N * K / us * 1e-6, "rel_error": error, "config": call.config,
-                         "prepare": call.prepare_note})
-            print(f"  {M}x{K}x{N} {call.name}: {us:.1f} us, error {error:.1e}", flush=True)
+                         "host_us": host, "tflops": 2 * M * N * K / us * 1e-6, "rel_error": error,
+                         "config": call.config, "prepare": call.prepare_note})
+            print(f"  {M}x{K}x{N} {call.name}: {us:.1f} us (host {host:.1f} us), error {error:.1e}", flush=True)
         del calls, reference, device
         cp.get_default_memory_pool().free_all_blocks()
 
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "sparse24_baselines_h200.json").write_text(json.dumps(rows, indent=1))
-    print(f"\n{'shape':>16} {'configuration':<42} {'library':<17} {'us':>9} {'TFLOP/s':>8} {'error':>8}")
+    print(f"\n{'shape':>16} {'configuration':<42} {'library':<17} {'us':>9} {'host us':>8} {'TFLOP/s':>8} "
+          f"{'error':>8}")
     for row in rows:
         print(f"{row['shape']:>16} {row['name']:<42} {row['library']:<17} {row['median_us']:9.1f} "
-              f"{row['tflops']:8.1f} {row['rel_error']:8.1e}")
-    print(f"\n{'shape':>16} {'dense cuBLAS':>13} {'cuSPARSELt':>11} {'torch cslt':>11} {'dense/cuSPARSELt':>17}  "
-          "(best correct per library, us)")
+              f"{row['host_us']:8.1f} {row['tflops']:8.1f} {row['rel_error']:8.1e}")
+    print(f"\n{'shape':>16} {'dense cuBLAS':>13} {'cuSPARSELt':>11} {'torch cslt':>11} {'torch eager':>12} "
+          f"{'dense/cuSPARSELt':>17}  (best correct per library, us)")
     for shape in dict.fromkeys(row["shape"] for row in rows):
         best = {}
         for row in rows:
             if row["shape"] == shape and row["rel_error"] <= 1e-2:
-                best[row["library"]] = min(best.get(row["library"], float("inf")), row["median_us"])
-        dense, lt, torch_lt = (best.get(name, float("nan")) for name in ("cublas", "cusparselt", "torch_cusparselt"))
-        print(f"{shape:>16} {dense:13.1f} {lt:11.1f} {torch_lt:11.1f} {dense / lt:16.2f}x")
+                key = row["library"] + ("_eager" if row["name"].endswith("_eager") else "")
+                best[key] = min(best.get(key, float("inf")), row["median_us"])
+        dense, lt, torch_lt, eager = (best.get(name, float("nan")) for name in
+                                      ("cublas", "cusparselt", "torch_cusparselt", "torch_cusparselt_eager"))
+        sparse = min((us for us in (lt, torch_lt) if us == us), default=float("nan"))  # NaN: none correct
+        print(f"{shape:>16} {dense:13.1f} {lt:11.1f} {torch_lt:11.1f} {eager:12.1f} {dense / sparse:16.2f}x")
     return 0
 
 

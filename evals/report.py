@@ -55,12 +55,12 @@ def fast_p_table(s: SuiteSummary) -> Table:
 
 def spec_table(records: list[SpecRecord], libs: list[str]) -> Table:
     headers = ["spec", "tags", "status", "correctness", "best kernel", "us", *[f"vs {lib}" for lib in libs],
-               "of floor", "best at / iterations", "s to best / s", "tokens"]
+               "of floor", "best at / iterations", "first's time / best's", "s to best / s", "tokens"]
     rows = []
     for r in records:
         rows.append([r.spec_id, " ".join(r.tags), r.status, r.correctness.replace("_", " "), r.candidate or "-",
                      num(r.median_us, "{:.1f}"), *[times(speedup(r, lib)) for lib in libs], percent(r.bandwidth_fraction),
-                     f"{r.best_iteration or '-'} / {r.iterations}",
+                     f"{r.best_iteration or '-'} / {r.iterations}", times(r.first_over_best),
                      f"{num(r.seconds_to_best, '{:.1f}')} / {r.seconds:.1f}", str(r.tokens.get("total", 0) or "-")])
     return Table(headers=headers, rows=rows)
 

@@ -1,12 +1,17 @@
 """The 2:4 GEMM baselines (dense cuBLAS/cuBLASLt, cuSPARSELt direct, torch's cuSPARSELt): registration, the
-instance they read from a problem, every library's absence reported as a reason, the ctypes tables, the operand
-orders checked element by element on the host, and (GPU) every working configuration's C against float64.
+instance they read from a problem, every library's absence reported as a reason, where the loader looks, the ctypes
+tables, the operand orders checked element by element on the host (and the 2:4 rule read through each), what the
+direct and torch routes do once and per call and on which stream (on stand-ins for the library, CuPy and torch),
+and (GPU) every working configuration's C against float64.
 
 The family's own package is written apart; these tests make its problem by hand and stand in for its
 `decompress` with a plain format (kept values, and their position inside each group of four as metadata)."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import functools
 import re
 import sys
 import types
@@ -125,16 +130,53 @@ def test_without_a_gpu_every_library_is_a_recorded_reason_and_no_configuration_i
         assert baseline_calls("sparse24_gemm", (), problem, problem.inputs) == []
 
 
-def test_a_library_file_that_does_not_load_is_a_reason_not_an_exception(monkeypatch):
-    monkeypatch.setattr(cusparselt, "library_paths", lambda: ["/nonexistent/libcusparseLt.so.0"])
+@pytest.fixture
+def fresh_status():
     cusparselt.load.cache_clear()
     cusparselt.status.cache_clear()
-    try:
-        text = cusparselt.status()
-    finally:
-        cusparselt.load.cache_clear()
-        cusparselt.status.cache_clear()
-    assert text.startswith("unavailable: no loadable libcusparseLt.so.0") and "/nonexistent" in text
+    yield
+    cusparselt.load.cache_clear()
+    cusparselt.status.cache_clear()
+
+
+def test_a_library_file_that_does_not_load_is_a_reason_not_an_exception(monkeypatch, fresh_status):
+    monkeypatch.setattr(cusparselt, "library_paths",
+                        lambda: ["/nonexistent/libcusparseLt.so.0", "/old/libcusparseLt.so"])
+    monkeypatch.setattr(cusparselt, "_mapped_copies", lambda: [])
+    text = cusparselt.status()
+    assert text.startswith("unavailable: no loadable libcusparseLt.so.0")
+    # every file tried is named with its error, and the reason says where else it looked
+    assert "/nonexistent" in text and "/old/libcusparseLt.so" in text
+    assert "none: torch has not loaded one" in text and "nvidia/cusparselt/lib" in text and "torch/lib" in text
+
+
+def test_the_loader_prefers_the_mapped_copy_then_scans_every_import_path(monkeypatch, tmp_path):
+    """On the GPU machine the only copy is torch's (nvidia-cusparselt-cu12, or torch/lib): each sys.path entry is
+    scanned, so a site folder whose `nvidia/__init__.py` hides the namespace's other folders cannot hide it."""
+    carried, system, bundled = tmp_path / "carried", tmp_path / "system", tmp_path / "bundled"
+    (carried / "nvidia").mkdir(parents=True)
+    (carried / "nvidia" / "__init__.py").write_text("")
+    for root, folder in ((system, "nvidia/cusparselt/lib"), (bundled, "torch/lib")):
+        (root / folder).mkdir(parents=True)
+        (root / folder / "libcusparseLt.so.0").write_bytes(b"")
+    monkeypatch.setattr(sys, "path", [str(carried), str(system), str(bundled)])
+    monkeypatch.setattr(cusparselt, "_mapped_copies", lambda: ["/torch/mapped/libcusparseLt.so.0"])
+    paths = cusparselt.library_paths()
+    assert paths[:3] == ["/torch/mapped/libcusparseLt.so.0", str(system / "nvidia/cusparselt/lib/libcusparseLt.so.0"),
+                         str(bundled / "torch/lib/libcusparseLt.so.0")]
+    assert paths[-1] == "libcusparseLt.so.0"
+
+
+def test_the_mapped_copies_are_read_from_the_process_maps(monkeypatch, tmp_path):
+    maps = tmp_path / "maps"
+    maps.write_text("7f00-7f01 r-xp 00000000 08:01 12 /site/nvidia/cusparselt/lib/libcusparseLt.so.0\n"
+                    "7f01-7f02 r--p 00000000 08:01 12 /site/nvidia/cusparselt/lib/libcusparseLt.so.0\n"
+                    "7f02-7f03 rw-p 00000000 00:00 0 \n"
+                    "7f03-7f04 r-xp 00000000 08:01 13 /site/torch/lib/libtorch_cuda.so\n")
+    real_open = open
+    monkeypatch.setattr("builtins.open", lambda name, *a, **k: real_open(maps if name == "/proc/self/maps" else name,
+                                                                         *a, **k))
+    assert cusparselt._mapped_copies() == ["/site/nvidia/cusparselt/lib/libcusparseLt.so.0"]
 
 
 # -- the ctypes tables --------------------------------------------------------------------------------------------
@@ -238,6 +280,44 @@ def test_every_description_maps_each_element_to_its_place_in_a_b_and_c(M, K, N):
             assert layout.fuses_bias == layout.sparse_first
 
 
+def _two_of_four(rows, cols, seed, dtype="fp16"):
+    """A rows x cols matrix in storage type whose every group of four consecutive elements in a row holds two
+    nonzero values and two zeros, one of them -0.0 (a zero for the 2:4 rule, though its bits are not 0)."""
+    rng = np.random.default_rng(seed)
+    order = np.argsort(rng.random((rows, cols // 4, 4)), axis=2)
+    values = np.zeros((rows, cols // 4, 4))
+    np.put_along_axis(values, order[..., :2], rng.uniform(0.5, 2.0, (rows, cols // 4, 2)), axis=2)
+    np.put_along_axis(values, order[..., 2:3], -0.0, axis=2)
+    return to_storage(values.reshape(rows, cols), dtype)
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16", "fp8_e4m3"])
+@pytest.mark.parametrize(("M", "K", "N"), [(8, 16, 4), (12, 8, 20)])
+def test_every_description_reads_a_back_and_checks_2_4_along_k(dtype, M, K, N):
+    along_k = _two_of_four(M, K, seed=M + K, dtype=dtype)
+    along_m_only = np.ascontiguousarray(_two_of_four(K, M, seed=7, dtype=dtype).T)  # groups of four down columns
+    assert not cusparselt.breaks_2_4_along_k(along_m_only.T.copy(), cusparselt.layouts(K, M, N)[0][0])
+    for described in cusparselt.layouts(M, K, N):
+        for layout in described:
+            assert np.array_equal(cusparselt.read_a(along_k, layout), along_k), (layout.name, layout.ops)
+            assert not cusparselt.breaks_2_4_along_k(along_k, layout), (layout.name, layout.ops)
+            assert cusparselt.breaks_2_4_along_k(along_m_only, layout), (layout.name, layout.ops)
+
+
+def test_a_description_that_reads_along_m_or_past_a_is_caught():
+    """The check reads through the descriptor: had the transposed order described A^T with its groups along M,
+    a matrix 2:4 along K would fail it, and one reaching past A's memory is refused outright."""
+    M, K, N = 8, 16, 4
+    a = _two_of_four(M, K, seed=1)
+    good = cusparselt.layouts(M, K, N)[2][0]  # D^T = B^T A^T, A^T as matB
+    assert not good.sparse_first and not cusparselt.breaks_2_4_along_k(a, good)
+    wrong = dataclasses.replace(good, mat_b=cusparselt.MatrixDesc(K, M, M, "row"))  # K x M read row-major
+    assert cusparselt.breaks_2_4_along_k(a, wrong)
+    past = dataclasses.replace(good, mat_b=cusparselt.MatrixDesc(K, M, K + 4, "col"))
+    with pytest.raises(ValueError, match="reaches past A's 128 elements"):
+        cusparselt.read_a(a, past)
+
+
 # -- configurations offered ---------------------------------------------------------------------------------------
 
 @pytest.fixture
@@ -268,8 +348,11 @@ def test_each_value_type_offers_its_dense_routes_and_every_cusparselt_order(libr
     assert [c.name for c in offered["cublas"]] == expected
     assert [c.name for c in offered["cusparselt"]] == [c[0].name for c in cusparselt.layouts(16, 32, 8)]
     assert [len(c.variants) for c in offered["cusparselt"]] == [4] * 4
-    assert [(c.name, len(c.variants)) for c in offered["torch_cusparselt"]] == [("torch_cslt_brow", 2),
-                                                                               ("torch_cslt_bcol", 2)]
+    assert [(c.name, len(c.variants)) for c in offered["torch_cusparselt"]] == [("torch_cslt_brow", 4),
+                                                                               ("torch_cslt_bcol", 4)]
+    # graph replay first, eager only where capture fails; split-K arguments first within each
+    assert [v.args[3:] for v in offered["torch_cusparselt"][0].variants] == [(True, True), (False, True),
+                                                                             (True, False), (False, False)]
 
 
 def test_without_torch_fp16_keeps_cupy_and_bf16_and_fp8_say_why(monkeypatch):
@@ -320,3 +403,230 @@ def test_every_working_configuration_computes_the_product(fake_compression, dtyp
     assert not wrong, wrong
     for name, array in problem.inputs.items():
         assert np.array_equal(device[name].get(), array), f"a baseline changed input {name}"
+
+
+# -- torch's cuSPARSELt route: which stream each op runs on, what runs per call ------------------------------------
+
+class _Stream:
+    def __init__(self, name):
+        self.name = name
+
+
+class _Tensor:
+    def __init__(self, torch, name):
+        self.torch, self.name, self.device, self.dtype = torch, name, "cuda:0", "float16"
+
+    def t(self):
+        return _Tensor(self.torch, f"{self.name}^T")
+
+    def copy_(self, source):
+        self.torch.issue("copy_", f"{source.name} -> {self.name}")
+
+
+class _Graph:
+    def __init__(self, torch):
+        self.torch = torch
+
+    def replay(self):
+        self.torch.issue("replay", "")
+
+
+class _FakeTorch:
+    """Just enough of torch for torch_run and _build_torch: every op records (op, detail, the stream it was issued
+    on); ops issued while a graph is captured are recorded on the capture stream and never run again."""
+
+    float16, bfloat16, float32 = "float16", "bfloat16", "float32"
+
+    def __init__(self, mm_search=(7, 2, 1, 30)):
+        self.ops = []
+        self.current = self.default = _Stream("torch default")
+        torch = self
+
+        @contextlib.contextmanager
+        def stream(chosen):
+            previous, torch.current = torch.current, chosen
+            try:
+                yield
+            finally:
+                torch.current = previous
+
+        @contextlib.contextmanager
+        def graph(_, capture_error_mode):
+            with stream(_Stream(f"capture ({capture_error_mode})")):
+                yield
+
+        self.cuda = types.SimpleNamespace(
+            stream=stream, graph=graph, CUDAGraph=lambda: _Graph(torch), default_stream=lambda device: torch.default,
+            ExternalStream=lambda pointer, device: _Stream(f"external {pointer:#x}"))
+        self.device = lambda kind, index: f"{kind}:{index}"
+        self._C = types.SimpleNamespace(_cusparselt=types.SimpleNamespace(mm_search=self._mm_search))
+        self._search_result = mm_search
+
+    def issue(self, op, detail):
+        self.ops.append((op, detail, self.current.name))
+
+    def from_dlpack(self, array):
+        return _Tensor(self, array)
+
+    def empty(self, shape, dtype, device):
+        return _Tensor(self, "scratch B^T")
+
+    def tensor(self, values, dtype):
+        return _Tensor(self, "alpha")
+
+    def _cslt_compress(self, a):
+        self.issue("_cslt_compress", a.name)
+        return _Tensor(self, "compressed A")
+
+    def _mm_search(self, compressed, dense, bias, alpha, out_dtype, transpose):
+        self.issue("mm_search", dense.name)
+        return self._search_result
+
+    def _cslt_sparse_mm(self, compressed, dense, **kwargs):
+        self.issue("_cslt_sparse_mm", ", ".join(f"{k}={v}" for k, v in kwargs.items() if v is not None))
+        return _Tensor(self, "result")
+
+
+@pytest.fixture
+def cupy_stream(monkeypatch):
+    """A stand-in CuPy whose current stream is a non-default one (its pointer is what the harness records on)."""
+    from sparseditto.tools.baselines import common
+
+    monkeypatch.setattr(common, "_TORCH_STREAMS", {})
+    current = types.SimpleNamespace(ptr=0x5000)
+    fake = types.SimpleNamespace(cuda=types.SimpleNamespace(Device=lambda: types.SimpleNamespace(id=0),
+                                                          get_current_stream=lambda: current))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    return current
+
+
+def _torch_call(torch, b_transposed, graphed, with_split=True):
+    gemm = sparse24_dense.Sparse24Gemm(16, 32, 8, "fp16", "fp16", 0, False, 1.0)
+    ops = types.SimpleNamespace(gemm=gemm, a="A", b="B", bias=None, new_output=lambda: "C")
+    return cusparselt._build_torch(torch, lambda: ops, b_transposed, with_split, graphed)
+
+
+@pytest.mark.parametrize("b_transposed", [False, True])
+def test_torch_prepares_once_on_the_harness_stream_and_each_call_only_replays_the_graph(cupy_stream, b_transposed):
+    torch = _FakeTorch()
+    call = _torch_call(torch, b_transposed, graphed=True)
+    harness = "external 0x5000"
+    transpose = [("copy_", "B^T -> scratch B^T", harness)] if b_transposed else []
+    product = [("_cslt_sparse_mm", "alg_id=7, split_k=2, split_k_mode=1", harness), ("copy_", "result -> C", harness)]
+    captured = [(op, detail, "capture (relaxed)") for op, detail, _ in transpose + product]
+    assert torch.ops == ([("_cslt_compress", "A", harness)] + transpose
+                         + [("mm_search", "scratch B^T^T" if b_transposed else "B", harness)]
+                         + transpose + product + captured)
+    assert "replayed from a CUDA graph" in call.config and "alg id 7, split_k 2, split_k_mode 1" in call.config
+    torch.ops.clear()
+    for _ in range(3):
+        call.run()
+    assert torch.ops == [("replay", "", harness)] * 3  # no compression, search, plan or capture per call
+    cupy_stream.ptr = 0  # CuPy's legacy default stream is torch's default stream
+    call.run()
+    assert torch.ops[-1] == ("replay", "", "torch default")
+
+
+def test_eager_torch_makes_only_the_product_calls_on_the_harness_stream(cupy_stream):
+    torch = _FakeTorch(mm_search=(3, 1, False, 30))  # older torch: the third value is a one-kernel flag
+    call = _torch_call(torch, b_transposed=True, graphed=False)
+    assert "eager" in call.config and "split_k_one_kernel False" in call.config
+    torch.ops.clear()
+    call.run()
+    call.run()
+    harness = "external 0x5000"
+    assert torch.ops == [("copy_", "B^T -> scratch B^T", harness),
+                         ("_cslt_sparse_mm", "alg_id=3, split_k=1, split_k_one_kernel=False", harness),
+                         ("copy_", "result -> C", harness)] * 2
+    without_split = _torch_call(_FakeTorch(), b_transposed=False, graphed=False, with_split=False)
+    assert "split-K not set" in without_split.config
+
+
+# -- the direct route's orchestration, on a stand-in library ---------------------------------------------------------
+
+class _DeviceArray:
+    """A CuPy stand-in array: NumPy values and a fake device address."""
+
+    def __init__(self, registry, values):
+        self.values = np.asarray(values)
+        self.data = types.SimpleNamespace(ptr=0x1000 * (len(registry) + 1))
+        self.dtype, self.size = self.values.dtype, self.values.size
+        registry[self.data.ptr] = self
+
+    def reshape(self, *shape):
+        return self.values.reshape(*shape)
+
+    def get(self):
+        return self.values
+
+
+class _StandInLt:
+    """Records every cuSPARSELt call; writes what the real library writes through pointers it is handed."""
+
+    def __init__(self, registry, check_writes):
+        self.calls, self.registry, self.check_writes = [], registry, check_writes
+        self.cdll, self.path = types.SimpleNamespace(), "stand-in"
+
+    def __call__(self, name, *args):
+        self.calls.append((name, args))
+        if name == "cusparseLtSpMMAPruneCheck" and self.check_writes is not None:
+            self.registry[args[3]].values[0] = self.check_writes
+        for arg in args:  # sizes and attributes read back through byref
+            if type(arg).__name__ == "CArgObject":
+                arg._obj.value = 64
+
+    def destroyer(self, name):
+        return functools.partial(self, name)
+
+    def version(self):
+        return "0.8.1"
+
+
+@pytest.fixture
+def stand_in_direct(monkeypatch):
+    registry, copies = {}, []
+    current = types.SimpleNamespace(ptr=0x5000)
+    fake = types.SimpleNamespace(
+        cuda=types.SimpleNamespace(get_current_stream=lambda: current), uint8=np.uint8, int32=np.int32,
+        empty=lambda shape, dtype: _DeviceArray(registry, np.empty(shape, dtype)),
+        zeros=lambda shape, dtype: _DeviceArray(registry, np.zeros(shape, dtype)),
+        copyto=lambda dst, src: copies.append((dst, src)))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+
+    def build(layout, check_writes=None, a=None):
+        lt = _StandInLt(registry, check_writes)
+        monkeypatch.setattr(cusparselt, "load", lambda: lt)
+        gemm = sparse24_dense.Sparse24Gemm(8, 16, 4, "fp16", "fp16", 0, False, 1.0)
+        a = _two_of_four(8, 16, seed=3) if a is None else a
+        b = types.SimpleNamespace(dtype=np.float16, T="B^T", data=types.SimpleNamespace(ptr=0xB000))
+        ops = types.SimpleNamespace(gemm=gemm, a=_DeviceArray(registry, a), b=b, bias=None,
+                                    new_output=lambda: _DeviceArray(registry, np.zeros((8, 4), np.float16)))
+        return lt, cusparselt._build(layout, lambda: ops)
+
+    return build, current, copies
+
+
+@pytest.mark.parametrize("order", range(4))
+def test_a_valid_a_passes_the_librarys_check_when_the_check_writes_nothing(stand_in_direct, order):
+    """The 2:4 flag starts at 0: a check that only reports violations accepts a valid A in every order."""
+    build, current, copies = stand_in_direct
+    layout = cusparselt.layouts(8, 16, 4)[order][0]
+    lt, call = build(layout)
+    assert [name for name, _ in lt.calls].count("cusparseLtSpMMAPruneCheck") == 1
+    lt.calls.clear()
+    copies.clear()
+    current.ptr = 0x6000
+    call.run()
+    assert [name for name, _ in lt.calls] == ["cusparseLtMatmul"]  # nothing else per call
+    assert lt.calls[0][1][9][0] == 0x6000  # on the stream current at the call
+    assert len(copies) == int(layout.b_transposed)
+
+
+def test_the_librarys_rejection_and_a_matrix_2_4_along_m_each_say_so(stand_in_direct):
+    build, _, _ = stand_in_direct
+    layout = cusparselt.layouts(8, 16, 4)[3][0]  # D^T = B^T A^T, A^T as matB, op N
+    with pytest.raises(ValueError, match="PruneCheck rejects A described as matB 16x8 col-major ld 16, op N"):
+        build(layout, check_writes=1)
+    along_m = np.ascontiguousarray(_two_of_four(16, 8, seed=4).T)
+    with pytest.raises(ValueError, match="A is not 2:4 along K as matB 16x8 col-major ld 16, op N reads it"):
+        build(layout, a=along_m)

@@ -1,15 +1,19 @@
 """cuSPARSELt, the vendor library for 2:4 products on sparse tensor cores: its C API through ctypes, and PyTorch's
 front end to it (torch._cslt_compress / torch._cslt_sparse_mm), each at its best.
 
-Direct route, per configuration: handle, descriptors (structured for A, dense for B and C), matmul descriptor with
-the epilogue, algorithm selection, plan; then A is checked for the 2:4 rule and compressed, and
-cusparseLtMatmulSearch picks the fastest algorithm id and split-K on the real operands. All of that is one-time
-preparation; the timed call is cusparseLtMatmul alone on the harness's current stream (plus, where a configuration
-needs them, B's transposition and the epilogue steps the library cannot fuse). Configurations: the structured
-operand first (D = A B, D row-major, bias/ReLU/GELU/alpha fused) or second (D^T = B^T A^T in C's memory, whose
-rows are C's columns, so the bias and activation run in a separate pass), each with B as given (row-major) or
-transposed in the call (column-major); each is tried with every equivalent (order, transpose) description of the
-same memory, since the library supports only some.
+Direct route, per configuration: A is checked on the device to be 2:4 along K as the configuration's descriptor
+reads it; handle, descriptors (structured for A, dense for B and C), matmul descriptor with the epilogue,
+algorithm selection, plan; then the library's own 2:4 check, the compression of A, and cusparseLtMatmulSearch picks
+the fastest algorithm id and split-K on the real operands. All of that is one-time preparation; the timed call is
+cusparseLtMatmul alone on the harness's current stream (plus, where a configuration needs them, B's transposition
+and the epilogue steps the library cannot fuse). Configurations: the structured operand first (D = A B, D
+row-major, bias/ReLU/GELU/alpha fused) or second (D^T = B^T A^T in C's memory, whose rows are C's columns, so the
+bias and activation run in a separate pass), each with B as given (row-major) or transposed in the call
+(column-major); each is tried with every equivalent (order, transpose) description of the same memory, since the
+library supports only some. In every description the structured operand's groups of four run along K.
+
+PyTorch's route re-creates descriptors and a plan inside every torch._cslt_sparse_mm call (host work that a timed
+call would otherwise carry), so its call is captured once in a CUDA graph and the timed call replays it.
 
 Enum values and prototypes are those of cusparseLt.h 0.8.1 and 0.10.0 (identical there), cusparse.h and
 library_types.h. A library that does not load is reported as 'unavailable: <reason>', never raised.
@@ -20,12 +24,14 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
-import importlib.util
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from sparseditto.tools.baselines import register
 from sparseditto.tools.baselines.common import Array, BaselineCall, Candidate, OwnedLaunch, Owner, torch_run
@@ -109,9 +115,10 @@ OPTIONAL_SIGNATURES: dict[str, tuple[Any, ...]] = {
 }
 
 _LIBRARY_FILE = "libcusparseLt.so.0"
-# Where the nvidia-cusparselt wheels put the library inside the `nvidia` namespace package (0.8: cusparselt/lib,
-# 0.10: the CUDA-version folder shared with the other CUDA 13 wheels).
-_WHEEL_FOLDERS = ("cusparselt/lib", "cu13/lib", "cu12/lib")
+# Where wheels put the library under a `site-packages` folder: the nvidia-cusparselt wheels (0.8 and torch's cu12
+# dependency: nvidia/cusparselt/lib; 0.10: the CUDA-version folder shared with the other CUDA 13 wheels), and torch
+# builds that bundle it (torch/lib).
+_WHEEL_FOLDERS = ("nvidia/cusparselt/lib", "nvidia/cu13/lib", "nvidia/cu12/lib", "torch/lib")
 
 
 class LibraryUnavailable(RuntimeError):
@@ -124,20 +131,25 @@ class CusparseLtError(RuntimeError):
 
 # -- the shared library ---------------------------------------------------------------------------------------------
 
-def library_paths() -> list[str]:
-    """Where libcusparseLt may be, best first: the copy this process already mapped (torch's), the pip wheels'
-    folders, then what the dynamic linker finds."""
-    found: list[str] = []
+def _mapped_copies() -> list[str]:
+    """The libcusparseLt files this process has already mapped (torch's, once torch ran a cuSPARSELt op or linked
+    it at import): loading the same file again shares it instead of adding a second copy."""
     try:
         with open("/proc/self/maps") as maps:
-            found += sorted({line.split(maxsplit=5)[5].strip() for line in maps
-                             if "/libcusparseLt.so" in line and len(line.split(maxsplit=5)) == 6})
+            fields = [line.split(maxsplit=5) for line in maps]
     except OSError:
-        pass
-    spec = importlib.util.find_spec("nvidia")
-    for root in (spec.submodule_search_locations or []) if spec else []:
-        found += [str(Path(root, folder, _LIBRARY_FILE)) for folder in _WHEEL_FOLDERS
-                  if Path(root, folder, _LIBRARY_FILE).is_file()]
+        return []
+    return sorted({f[5].strip() for f in fields if len(f) == 6 and "/libcusparseLt.so" in f[5]})
+
+
+def library_paths() -> list[str]:
+    """Where libcusparseLt may be, best first: the copy this process already mapped, the wheel folders under every
+    import path (each entry of sys.path scanned directly: a `nvidia/__init__.py` in one site folder would hide the
+    namespace's other folders from find_spec), then the dynamic linker's name."""
+    found = _mapped_copies()
+    for root in dict.fromkeys(sys.path):
+        found += [str(Path(root or ".", folder, _LIBRARY_FILE)) for folder in _WHEEL_FOLDERS
+                  if Path(root or ".", folder, _LIBRARY_FILE).is_file()]
     found += [name for name in (ctypes.util.find_library("cusparseLt"), _LIBRARY_FILE) if name]
     return list(dict.fromkeys(found))
 
@@ -185,26 +197,30 @@ def _declare(cdll: ctypes.CDLL) -> None:
 
 @functools.cache
 def load() -> CusparseLt:
-    """The first libcusparseLt that loads and initialises a handle on the current GPU, or LibraryUnavailable."""
+    """The first libcusparseLt that loads, has the entry points used and initialises a handle on the current GPU;
+    otherwise LibraryUnavailable saying what was searched and why each file failed."""
     errors = []
     for path in library_paths():
         try:
             cdll = ctypes.CDLL(path)
-        except OSError as exc:
+            _declare(cdll)
+        except (OSError, LibraryUnavailable) as exc:
             errors.append(f"{path}: {exc}")
             continue
-        _declare(cdll)
         library = CusparseLt(cdll, path)
         probe = Opaque()
         try:
             library("cusparseLtInit", probe.ptr)
         except CusparseLtError as exc:
-            raise LibraryUnavailable(f"cuSPARSELt {library.version()} at {path} loads but {exc} "
-                                     "(no usable GPU)") from None
+            errors.append(f"cuSPARSELt {library.version()} at {path} loads but {exc} (no usable GPU)")
+            continue
         library("cusparseLtDestroy", probe.ptr)
         return library
-    raise LibraryUnavailable(f"no loadable {_LIBRARY_FILE} ({'; '.join(errors)}); the extra sparseditto[gpu] "
-                             "installs it (nvidia-cusparselt-cu13)")
+    raise LibraryUnavailable(
+        f"no loadable {_LIBRARY_FILE} ({'; '.join(errors)}); searched: the copies mapped in this process "
+        f"({', '.join(_mapped_copies()) or 'none: torch has not loaded one'}), {', '.join(_WHEEL_FOLDERS)} under "
+        "every sys.path entry, and the dynamic linker; nvidia-cusparselt-cu12 (torch's dependency) or -cu13 (the "
+        "extra sparseditto[gpu]) provides it")
 
 
 @functools.cache
@@ -300,6 +316,47 @@ def layouts(M: int, K: int, N: int) -> list[list[Layout]]:
     return configurations
 
 
+def structured_operand(layout: Layout) -> tuple[MatrixDesc, str]:
+    """The structured operand's descriptor and op: matA when A comes first (D = A B), matB when second
+    (D^T = B^T A^T)."""
+    return (layout.mat_a, layout.ops[0]) if layout.sparse_first else (layout.mat_b, layout.ops[1])
+
+
+def read_a(memory: Any, layout: Layout) -> Any:
+    """A (M x K) as the layout's structured descriptor and op read it from A's memory (NumPy or CuPy), so that the
+    2:4 check looks at exactly what cuSPARSELt is told; a description reaching past the memory is refused."""
+    desc, op = structured_operand(layout)
+    flat = memory.reshape(-1)
+    steps = (desc.ld, 1) if desc.order == "row" else (1, desc.ld)
+    if (desc.rows - 1) * steps[0] + (desc.cols - 1) * steps[1] >= flat.size:
+        raise ValueError(f"{desc} reaches past A's {flat.size} elements")
+    if isinstance(flat, np.ndarray):
+        as_strided = np.lib.stride_tricks.as_strided
+    else:
+        import cupy
+
+        as_strided = cupy.lib.stride_tricks.as_strided
+    stored = as_strided(flat, (desc.rows, desc.cols), tuple(step * flat.itemsize for step in steps))
+    operand = stored if op == "N" else stored.T  # op(matA) is M x K; op(matB) is K x M
+    return operand if layout.sparse_first else operand.T
+
+
+def breaks_2_4_along_k(memory: Any, layout: Layout) -> bool:
+    """Whether some group of four consecutive elements along K (the product's reduction dimension, the only one
+    sparse tensor cores prune) of A, read through the layout, holds more than two nonzeros; -0.0 counts as zero."""
+    a = read_a(memory, layout)
+    bits = 8 * a.itemsize
+    magnitude = a.view(np.dtype(f"u{a.itemsize}")) & ((1 << (bits - 1)) - 1)
+    M, K = a.shape
+    return bool(((magnitude != 0).reshape(M, K // 4, 4).sum(axis=2) > 2).any())
+
+
+def _layout_text(layout: Layout) -> str:
+    desc, op = structured_operand(layout)
+    return (f"{'matA' if layout.sparse_first else 'matB'} {desc.rows}x{desc.cols} {desc.order}-major ld {desc.ld}, "
+            f"op {op}")
+
+
 # -- candidates -----------------------------------------------------------------------------------------------------
 
 @register(FAMILY, LIBRARY)
@@ -333,6 +390,8 @@ def _build(layout: Layout, operands: Callable[[], Sparse24Operands]) -> Baseline
     lt = load()
     ops = operands()
     gemm = ops.gemm
+    if breaks_2_4_along_k(ops.a, layout):
+        raise ValueError(f"A is not 2:4 along K as {_layout_text(layout)} reads it")
     output = ops.new_output()
     owner = Owner()
     stream = cupy.cuda.get_current_stream().ptr
@@ -378,11 +437,14 @@ def _build(layout: Layout, operands: Callable[[], Sparse24Operands]) -> Baseline
     lt("cusparseLtMatmulPlanInit", handle.ptr, plan.ptr, matmul.ptr, selection.ptr)
     owner.descriptor(lt.destroyer("cusparseLtMatmulPlanDestroy"), plan.ptr)
 
-    # One-time preparation: the 2:4 check and the compression of A (in the plan's layout).
-    valid = cupy.ones(1, dtype=cupy.int32)
+    # One-time preparation: the library's own 2:4 check and the compression of A (in the plan's layout). The flag
+    # starts at 0, as in NVIDIA's sample (a fresh cudaMalloc): the library is not documented to write it for a valid
+    # A, and started at 1 it rejected every description of a valid A on the H200 (2026-12-01).
+    valid = cupy.zeros(1, dtype=cupy.int32)
     lt("cusparseLtSpMMAPruneCheck", handle.ptr, matmul.ptr, ops.a.data.ptr, valid.data.ptr, stream)
     if int(valid.get()[0]) != 0:
-        raise ValueError("A breaks the 2:4 rule along K as cuSPARSELt reads it")
+        raise ValueError(f"cusparseLtSpMMAPruneCheck rejects A described as {_layout_text(layout)}, although A is "
+                         "2:4 along K read that way: the library prunes this description along another dimension")
     sizes = (ctypes.c_size_t(), ctypes.c_size_t())
     lt("cusparseLtSpMMACompressedSize", handle.ptr, plan.ptr, ctypes.byref(sizes[0]), ctypes.byref(sizes[1]))
     compressed = cupy.empty(max(sizes[0].value, 1), dtype=cupy.uint8)
@@ -443,8 +505,10 @@ def _workspace(lt: CusparseLt, handle: Opaque, plan: Opaque) -> Array:
 
 @register(FAMILY, TORCH_LIBRARY)
 def torch_candidates(problem: Problem, device: Mapping[str, Array]) -> list[Candidate]:
-    """torch._cslt_sparse_mm with B as given and with B transposed in the call; each first with the algorithm id
-    and split-K its search found, then (older torch without split-K arguments) with the algorithm id alone."""
+    """torch._cslt_sparse_mm with B as given and with B transposed in the call. Each is first replayed from a CUDA
+    graph (torch builds descriptors and a cuSPARSELt plan inside every eager call: host time, 50-200 us by the
+    account of torch's plan-cache change #179642, that a timed call would carry), then eager where capture fails; each first with the algorithm id and split-K its search
+    found, then (older torch without split-K arguments) with the algorithm id alone."""
     gemm = sparse24_gemm(problem)
     torch, text = torch_cslt_status()
     log_unavailable(TORCH_LIBRARY, {"torch_cslt": text})
@@ -452,8 +516,8 @@ def torch_candidates(problem: Problem, device: Mapping[str, Array]) -> list[Cand
         return []
     operands = functools.cache(functools.partial(sparse24_operands, gemm, problem, device))
     return [Candidate(f"torch_cslt_b{'col' if b_transposed else 'row'}",
-                      tuple(functools.partial(_build_torch, torch, operands, b_transposed, split)
-                            for split in (True, False)))
+                      tuple(functools.partial(_build_torch, torch, operands, b_transposed, split, graphed)
+                            for graphed in (True, False) for split in (True, False)))
             for b_transposed in (False, True)]
 
 
@@ -473,7 +537,10 @@ def _search(torch: ModuleType, compressed: Any, dense: Any, kwargs: dict[str, An
 
 
 def _build_torch(torch: ModuleType, operands: Callable[[], Sparse24Operands], b_transposed: bool,
-                 with_split: bool) -> BaselineCall:
+                 with_split: bool, graphed: bool) -> BaselineCall:
+    """Everything but the product is done here, once, on the harness's stream: views, compression, search, the
+    eager warm-up and the capture. The timed call replays the graph (B's transposition where asked, the product,
+    the copy into C) or, eager, makes the same torch calls; then the epilogue steps torch does not fuse."""
     ops = operands()
     gemm = ops.gemm
     output = ops.new_output()
@@ -491,31 +558,45 @@ def _build_torch(torch: ModuleType, operands: Callable[[], Sparse24Operands], b_
     owner = Owner()
     prepared: dict[str, Any] = {}
 
-    def prepare() -> None:  # on the harness's stream, like the calls
+    def product() -> None:
+        if b_transposed:
+            bt.copy_(b_t.t())
+        c_t.copy_(torch._cslt_sparse_mm(prepared["compressed"], dense, **kwargs, **prepared["extra"]))
+
+    def prepare() -> None:
         prepared["compressed"] = torch._cslt_compress(a_t)
         if b_transposed:
             bt.copy_(b_t.t())
-        prepared["alg"], prepared["split"] = _search(torch, prepared["compressed"], dense, kwargs)
+        alg, split = _search(torch, prepared["compressed"], dense, kwargs)
+        prepared["extra"] = {"alg_id": alg, **(split if with_split else {})}
+        product()  # eager once: arguments checked and lazy initialisation done before any capture
+        if graphed:
+            prepared["graph"] = torch.cuda.CUDAGraph()
+            # relaxed: the plan building inside the captured call may allocate, which global mode refuses
+            with torch.cuda.graph(prepared["graph"], capture_error_mode="relaxed"):
+                product()
 
     torch_run(torch, owner, prepare)()
-    compressed, alg = prepared["compressed"], prepared["alg"]
-    extra = {"alg_id": alg, **(prepared["split"] if with_split else {})}
+    replay = prepared["graph"].replay if graphed else product
     fused = ("alpha", "bias")
     post = separate_epilogue(ops, fused)
-    owner.keep(ops, a_t, b_t, c_t, compressed, bt, bias_t, kwargs)
+    owner.keep(ops, a_t, b_t, c_t, bt, bias_t, kwargs, prepared)
 
     def compute() -> None:
-        if b_transposed:
-            bt.copy_(b_t.t())
-        c_t.copy_(torch._cslt_sparse_mm(compressed, dense, **kwargs, **extra))
+        replay()
         if post:
             post(output)
 
+    extra = prepared["extra"]
     split_text = ", ".join(f"{key} {value}" for key, value in extra.items() if key != "alg_id") or "split-K not set"
     name = f"torch_cslt_b{'col' if b_transposed else 'row'}"
     b_text = "transposed in the call" if b_transposed else "row-major as given"
-    config = (f"torch._cslt_sparse_mm (cuSPARSELt), B {b_text}, "
-              f"{gemm.dtype} in, {gemm.out_dtype} out, searched alg id {alg}, {split_text}, result copied into C; "
-              f"{epilogue_text(gemm, fused, 'cuSPARSELt')}")
-    note = "A compressed once by torch._cslt_compress and the algorithm searched once; neither is in the per-call time"
+    how = ("replayed from a CUDA graph captured once (the kernels only: no per-call plan building)" if graphed
+           else "eager (torch builds descriptors and a cuSPARSELt plan inside every call: that host time is in "
+                "the per-call time)")
+    config = (f"torch._cslt_sparse_mm (cuSPARSELt), {how}, B {b_text}, "
+              f"{gemm.dtype} in, {gemm.out_dtype} out, searched alg id {extra['alg_id']}, {split_text}, result copied "
+              f"into C; {epilogue_text(gemm, fused, 'cuSPARSELt')}")
+    note = ("A compressed once by torch._cslt_compress, the algorithm searched once"
+            + (", the call captured once in a CUDA graph" if graphed else "") + "; none of it is in the per-call time")
     return BaselineCall(name, TORCH_LIBRARY, config, torch_run(torch, owner, compute), output, note)
