@@ -93,6 +93,7 @@ class ReferenceKernel(BaseModel):
             accumulate=self.accumulate,
             preparation=self.preparation,
             origin=origin,
+            arch_specific=any(a.endswith("a") for a in self.archs),
         )
 
 
@@ -137,8 +138,10 @@ def arch_number(arch: str) -> int:
 
 
 def runs_on(arch: str, archs: tuple[str, ...] | list[str]) -> bool:
-    """Whether code written for any of `archs` (minimum architectures) runs on `arch`."""
-    return any(arch_number(arch) >= arch_number(a) for a in archs)
+    """Whether code written for any of `archs` runs on `arch`: a plain one (sm_80) is a minimum, an arch-specific
+    one (sm_90a) runs on that compute capability only."""
+    return any(arch_number(arch) == arch_number(a) if a.endswith("a") else arch_number(arch) >= arch_number(a)
+               for a in archs)
 
 
 def kernels_for(family: str, dtype: str | None = None, arch: str | None = None) -> list[ReferenceKernel]:

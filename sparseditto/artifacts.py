@@ -300,7 +300,7 @@ def write_artifacts(state: dict[str, Any], status: str, runs_dir: str, note: str
     spec = parse_spec(state["spec"])
     if best:
         candidate = write_candidate_from(best)
-        arch = best["report"].get("device", {}).get("arch") or spec.arch or "sm_90"
+        arch = candidate.compile_arch(best["report"].get("device", {}).get("arch") or spec.arch or "sm_90")
         (folder / "kernel.cu").write_text(kernel_source(candidate, spec.dtype))
         (folder / "launch.py").write_text(get_family(spec.family).launcher(candidate, spec, arch))
         (folder / "build.sh").write_text(f"nvcc -cubin -O3 -std=c++17 -arch={arch} kernel.cu -o kernel.cubin\n")

@@ -60,7 +60,7 @@ def test_kernel_cu_builds_on_its_own(kernel, dtype):
     text = kernel_source(candidate, dtype)
     for name, value in candidate.parameters.items():
         assert f"#define {name} {value}" in text
-    result = compile_source(text, "sm_90", [])  # no -D options: the file carries its parameters
+    result = compile_source(text, candidate.compile_arch("sm_90"), [])  # no -D options: the file carries its parameters
     assert result.ok, result.log[-2000:]
     assert {launch.entry for launch in kernel.kernels} <= set(result.resources)
 

@@ -138,6 +138,13 @@ class KernelCandidate(BaseModel):
     accumulate: AccumulateType = "fp32"
     preparation: str | None = None
     origin: str = "reference"
+    # uses features of one architecture only (sm_90a: wgmma, setmaxnreg): compiled for the device's arch-specific
+    # target, which runs on that compute capability and no other
+    arch_specific: bool = False
+
+    def compile_arch(self, arch: str) -> str:
+        """The target to compile for on a device of `arch`: sm_90 -> sm_90a for an arch-specific kernel."""
+        return f"{arch}a" if self.arch_specific and not arch.endswith("a") else arch
 
     @field_validator("compile_options")
     @classmethod

@@ -50,6 +50,7 @@ def compile_candidate(candidate: KernelCandidate, spec: Spec, arch: str) -> tupl
     """Always with -lineinfo (line tables only, the code is the same): the binary that is timed is the one the
     sanitizer checks, and its findings name source lines."""
     options = dict.fromkeys([*candidate.defines(DTYPES[spec.dtype].code), *candidate.compile_options, "-lineinfo"])
+    arch = candidate.compile_arch(arch)
     result = compile_source(candidate.source, arch, list(options))
     if not result.ok:
         first_error = next((ln for ln in result.log.splitlines() if "error" in ln), result.log[:200])

@@ -198,7 +198,10 @@ def test_counts_shapes_and_strategies():
         assert shape["N"] < 16  # skinny kernels are built for the spec's column tiles
     names = [st.kernel for st in FAMILY.strategies(decode, FAMILY.features(decode))]
     assert names == ["sp24_skinny", "sp24_mma_sp"]
-    assert [st.kernel for st in FAMILY.strategies(s, FAMILY.features(s))] == ["sp24_mma_sp"]
+    # no arch given: the GPU found decides, so the Hopper kernel leads and mma.sp follows; another arch: mma.sp only
+    assert [st.kernel for st in FAMILY.strategies(s, FAMILY.features(s))] == ["sp24_wgmma_sp", "sp24_mma_sp"]
+    ampere = s.model_copy(update={"arch": "sm_80"})
+    assert [st.kernel for st in FAMILY.strategies(ampere, FAMILY.features(ampere))] == ["sp24_mma_sp"]
     instances = FAMILY.sanitizer_instances(decode, FAMILY.make_problem(decode, 0, FAMILY.tiny_shape(decode)), 0)
     assert {name: p.symbols["N"] for name, p in instances.items()} == {"tails": 13, "spec_columns": 16}
 

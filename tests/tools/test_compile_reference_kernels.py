@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from sparseditto.knowledge_base.library import reference_kernels
+from sparseditto.knowledge_base.library import reference_kernels, runs_on
 from sparseditto.tools.compiler import compile_source
 from sparseditto.tools.dtypes import dtype as dtype_info
 from sparseditto.tools.families import get_family
@@ -22,6 +22,7 @@ CASES = [
     for kernel in reference_kernels()
     for dtype in kernel.dtypes
     for arch in ("sm_90", "sm_80")
+    if runs_on(arch, kernel.archs)
 ]
 
 
@@ -37,7 +38,8 @@ def test_reference_kernel_compiles_without_spills(kernel, dtype, arch):
     symbols = get_family(kernel.family).symbols(family_spec(kernel.family, dtype))
     assert is_valid_choice(kernel.name, params, dtype, symbols), params
     candidate = kernel.instantiate(params)
-    result = compile_source(candidate.source, arch, candidate.defines(dtype_info(dtype).code), name=f"{kernel.name}.cu")
+    result = compile_source(candidate.source, candidate.compile_arch(arch), candidate.defines(dtype_info(dtype).code),
+                            name=f"{kernel.name}.cu")
     assert result.ok, result.log[-3000:]
     entries = {launch.entry for launch in kernel.kernels}
     assert entries <= set(result.resources), f"entry points missing from the cubin: {entries - set(result.resources)}"
@@ -46,8 +48,8 @@ def test_reference_kernel_compiles_without_spills(kernel, dtype, arch):
     assert not spilling, f"{candidate.label()} spills registers on {arch}: {spilling}"
 
 
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-@pytest.mark.parametrize("kernel", reference_kernels(), ids=lambda k: k.name)
+@pytest.mark.parametrize(("kernel", "arch"), [pytest.param(k, a, id=f"{k.name}-{a}") for k in reference_kernels()
+                                              for a in ("sm_80", "sm_90") if runs_on(a, k.archs)])
 def test_reference_kernel_launch_geometry_is_valid_for_its_family(kernel, arch):
     dtype = kernel.dtypes[0]
     candidate = kernel.instantiate(starting_params(kernel, dtype))

@@ -31,6 +31,11 @@ from sparseditto.tools.values import ElementBounds, draw_values, element_bound
 
 ROW_ALIGN, K_ALIGN = 16, 64  # M and K multiples: one metadata block, one fp8 m16n8k64 step
 SKINNY_N = 64  # at most this many columns of B the product streams A once and is memory-bound
+# where wgmma.sp exists (compiled for sm_90a); no arch: the GPU found decides, and elsewhere the kernel is refused
+# at compile time and mma.sp follows
+HOPPER = (None, "sm_90", "sm_90a")
+WGMMA_MIN_MN = 256  # smaller M or N leave most SMs without a 128 x 256 tile: mma.sp's smaller tiles fit them
+WGMMA_START = {"BM": 128, "BN": 256, "BK": 64, "STAGES": 4}
 ACTIVATIONS = {"none": 0, "relu": 1, "gelu_tanh": 2}
 # largest ||C - ref|| / ||ref|| by output type, for GELU epilogues (judged norm-wise): one rounding to C's type
 # dominates fp32 sums of K/2 exact products
@@ -127,6 +132,7 @@ class Sparse24Gemm(ProblemFamily):
     # cuSPARSELt 2:4 fp16 reaches 0.99x of dense cuBLAS at 8192^3 on the H200 (DESIGN.md): the sparse tensor
     # cores' 2x is the ceiling, and a quarter above the best library is a strong result
     target_speedup = 1.25
+    flop_rate_factor = 2.0  # dense-equivalent FLOPs on sparse tensor cores: twice the dense rate
     example_spec = {"name": "small_sparse24", "operation": "spmm", "pattern": {"kind": "n_m"},
                     "M": 1024, "K": 1024, "N": 64, "dtype": "fp16", "budget": {"iterations": 4}}
     # element bounds hold for every epilogue but GELU (error_bounds): the product is multilinear, alpha and the
@@ -154,7 +160,9 @@ class Sparse24Gemm(ProblemFamily):
                 "skinny": float(s["N"] <= SKINNY_N)}
 
     def strategies(self, spec: Sparse24GemmSpec, features: Mapping[str, float]) -> list[StrategyStart]:
-        """Skinny N (decode): stream A once, split K over warps. Otherwise the tiled sparse tensor-core GEMM."""
+        """Skinny N (decode): stream A once, split K over warps. Otherwise the tiled sparse tensor-core GEMM; on Hopper,
+        with M and N of at least WGMMA_MIN_MN, the warpgroup kernel first (wgmma.sp: the warp-level mma.sp
+        reaches a fraction of its rate) and mma.sp as the fallback should it be rejected."""
         N = spec.N
         n_tiles = next(t for t in (1, 2, 4, 8) if 8 * t >= min(N, SKINNY_N))
         skinny = StrategyStart(
@@ -165,7 +173,16 @@ class Sparse24Gemm(ProblemFamily):
             "sp24_mma_sp", {"BM": 128, "BN": 128, "BK": 64, "WM": 2, "WN": 2, "STAGES": 4},
             "128 x 128 tiles, four warps of 64 x 64, a 4-stage cp.async pipeline feeding mma.sp: the sparse "
             "tensor cores' rate needs the B tile reused across 128 rows")
-        return [skinny, tiled] if N <= SKINNY_N else [tiled]
+        if N <= SKINNY_N:
+            return [skinny, tiled]
+        if spec.arch in HOPPER and min(features["M"], features["N"]) >= WGMMA_MIN_MN:
+            wgmma = StrategyStart(
+                "sp24_wgmma_sp", WGMMA_START,
+                "128 x 256 tiles on wgmma.mma_async.sp: two consumer warpgroups of 64 x 256 fed by a producer "
+                "warpgroup (TMA for A and its metadata, cp.async for B) through 4 stages; compute-bound at "
+                f"{features['flops_per_byte']:.0f} flop/byte, so the Hopper sparse tensor-core rate is what counts")
+            return [wgmma, tiled]
+        return [tiled]
 
     # -- instances ---------------------------------------------------------------------------------
     def make_problem(self, spec: Sparse24GemmSpec, seed: int, shape: Mapping[str, int] | None = None) -> Problem:

@@ -1,0 +1,279 @@
+/*---
+name: sp24_wgmma_sp
+family: sparse24_gemm
+operation: spmm
+format: "2:4"
+dtypes: [fp16, bf16]
+archs: [sm_90a]
+strategy: tensor_core_wgmma
+summary: >
+  Hopper 2:4 sparse GEMM on wgmma.mma_async.sp (m64nBNk32, fp32 accumulation), C = act(alpha A B + bias).
+  Warp-specialised, 384 threads: warpgroup 0 produces, warpgroups 1 and 2 consume. A block owns a BM x BN tile of
+  C; each consumer warpgroup owns BM/2 rows (BM/128 slabs of 64 rows) and issues one m64nBNk32 instruction per
+  slab and 32 logical columns of K, both operands read from shared memory through matrix descriptors. Every BK
+  logical columns, one producer thread loads the compressed A tile (TMA, 64-byte swizzle, K-major) and its
+  metadata words (TMA, in the family's stored order, which already is the order wgmma.sp reads) while all 128
+  producer threads copy the B tile with 16-byte cp.async (element by element when N is not a multiple of 8)
+  into the 128-byte-swizzled N-major layout; STAGES stages are in flight, each guarded by a full and an empty
+  mbarrier. B does not go through TMA because a tensor map needs 16-byte row strides, which an N not a multiple
+  of 8 does not have. Edges: TMA zero-fills rows past M and columns past K, cp.async zero-fills B past K and N,
+  and zero metadata words (only ever zero-fill: a stored word has no zero code) become a valid code. The
+  epilogue applies alpha, the row bias (has_bias) and ReLU/GELU (act) in fp32 and stores 16-bit C straight from
+  the accumulators. fp8 is not offered: 8-bit wgmma needs B K-major in shared memory, and B is N-major. Not
+  measured yet.
+preparation: epilogue_operands
+parameters:
+  BM: [128, 256]
+  BN: [64, 128, 256]
+  BK: [64, 128]
+  STAGES: [2, 3, 4, 5, 6]
+constraints:  # over the parameters and the problem symbols; a choice breaking one is never tried
+  - "value_bytes == 2"
+  - "(BM // 128) * BN <= 256"
+  - "STAGES * (BK * BN * value_bytes + BM * BK // 2 * value_bytes + BM * BK // 8) + 16 * STAGES + 1024 <= 232448"
+kernels:
+  - entry: sp24_wgmma_sp
+    grid: ["ceil_div(N, BN)", "ceil_div(M, BM)", "1"]
+    block: ["384", "1", "1"]
+    shared_bytes: "STAGES * (BK * BN * value_bytes + BM * BK // 2 * value_bytes + BM * BK // 8) + 16 * STAGES + 1024"
+    args: [tmap_A, tmap_E, B, bias, C, M, N, K, has_bias, act, alpha]
+tensor_maps:
+  tmap_A: {array: A_values, box: ["32", "BM"], swizzle: "64B", l2_promotion: "128B"}
+  tmap_E: {array: A_meta, box: ["BK // 2", "BM // 16"], dims: ["K // 2", "M // 16"], strides: ["2 * K"]}
+accumulate: fp32
+---*/
+// Why A comes from shared memory (descriptor) and not from registers: each consumer issues one instruction per
+// A fragment (N = BN covers the whole tile width), so registers would not reuse A, and loading them would cost
+// the same shared-memory reads plus ldmatrix issue slots and registers next to BM/128 * BN/2 accumulators.
+//
+// Shared memory (base rounded up to 1024 bytes), per stage: B, then A, then the metadata words.
+//   B: BN/64 blocks of 64 columns, each BK rows of 128 bytes; the 16-byte chunk c of row k sits at chunk c ^ (k % 8)
+//      (the 128-byte swizzle). Descriptor (N-major, 128B swizzle): leading offset BK * 128 (next 64 columns),
+//      stride offset 1024 (next 8 rows of K); step s (32 rows of K) starts 4096 s bytes in.
+//   A: BK/64 boxes of BM rows x 64 bytes (32 compressed values), chunks XOR-ed with (row / 2) % 4 (64-byte swizzle,
+//      done by TMA). Descriptor (K-major, 64B swizzle): stride offset 512 (next 8 rows); slab l starts at row 64 l;
+//      step s reads box s / 2 from byte 32 (s % 2) of each row.
+//   E: the tile's metadata words in the stored order [16-row block][16-column block][g], BK/2 words per block.
+// Metadata (PTX ISA, sparse wgmma m64nNk32 f16/bf16): warp w of the warpgroup supplies rows 16w .. 16w+15 with the
+// m16n8k32 mma.sp layout; with selector 0 lane 4g + j (j = 0, 1) gives the word of rows g and g + 8 and logical
+// columns 16j .. 16j+15 of the step, which is the stored word (16-row block, 2s + j, g).
+// Accumulators: d[4j + 2h + e] of thread (warp w, lane 4g + t) is row 16w + g + 8h, column 8j + 2t + e of the slab.
+// tests/families/test_sparse24_wgmma.py emulates every index here against the PTX definitions.
+
+#define THREADS 384
+#define SLABS (BM / 128)                      // 64-row slabs per consumer warpgroup
+#define ACC (BN / 2)                          // accumulators per slab and thread
+#define B_STAGE_BYTES (BK * BN * 2)
+#define A_STAGE_BYTES (BM * BK)               // BM rows of BK/2 16-bit values
+#define E_STAGE_BYTES (BM * BK / 8)
+#define STAGE_BYTES (B_STAGE_BYTES + A_STAGE_BYTES + E_STAGE_BYTES)
+#define FULL_ARRIVALS 129                     // 128 producer threads' copies of B, plus the TMA thread's expect_tx
+#define EMPTY_ARRIVALS 8                      // one lane per consumer warp
+
+// The tensor map's layout (128 opaque bytes, 64-byte aligned), so that no toolkit header is needed under NVRTC.
+struct alignas(64) sp24w_tensor_map { unsigned long long opaque[16]; };
+
+__device__ __forceinline__ unsigned sp24w_smem(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
+
+__device__ __forceinline__ void sp24w_wait(unsigned bar, unsigned parity) {
+    unsigned done = 0;
+    while (!done)
+        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+}
+
+__device__ __forceinline__ void sp24w_tma_2d(unsigned dst, const sp24w_tensor_map* map, int x, int y, unsigned bar) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+                 :: "r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y), "r"(bar) : "memory");
+}
+
+// Matrix descriptor: start, leading and stride byte offsets (all >> 4) and the swizzle mode (1: 128B, 2: 64B).
+__device__ __forceinline__ unsigned long long sp24w_desc(unsigned addr, unsigned lead, unsigned stride, unsigned mode) {
+    return (unsigned long long)((addr & 0x3FFFF) >> 4) | ((unsigned long long)(lead >> 4) << 16)
+         | ((unsigned long long)(stride >> 4) << 32) | ((unsigned long long)mode << 62);
+}
+
+// Per instruction width: the accumulator registers, then the operand numbers of the A and B descriptors and the
+// metadata word, then of the scale-d flag.
+#if BN == 64
+#define SP24W_SHAPE "m64n64k32"
+#define SP24W_ACC_REGS "{" \
+    "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25," \
+    "%26,%27,%28,%29,%30,%31}"
+#define SP24W_OPS "%32, %33, %34"
+#define SP24W_SCALE_D "%35"
+#define SP24W_ACC_OPERANDS(d) SP24W_F32(d, 0)
+#elif BN == 128
+#define SP24W_SHAPE "m64n128k32"
+#define SP24W_ACC_REGS "{" \
+    "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25," \
+    "%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48," \
+    "%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}"
+#define SP24W_OPS "%64, %65, %66"
+#define SP24W_SCALE_D "%67"
+#define SP24W_ACC_OPERANDS(d) SP24W_F32(d, 0), SP24W_F32(d, 32)
+#elif BN == 256
+#define SP24W_SHAPE "m64n256k32"
+#define SP24W_ACC_REGS "{" \
+    "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25," \
+    "%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48," \
+    "%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71," \
+    "%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94," \
+    "%95,%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114," \
+    "%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127}"
+#define SP24W_OPS "%128, %129, %130"
+#define SP24W_SCALE_D "%131"
+#define SP24W_ACC_OPERANDS(d) SP24W_F32(d, 0), SP24W_F32(d, 32), SP24W_F32(d, 64), SP24W_F32(d, 96)
+#endif
+#define SP24W_F8(d, i) "+f"(d[(i) + 0]), "+f"(d[(i) + 1]), "+f"(d[(i) + 2]), "+f"(d[(i) + 3]), \
+                       "+f"(d[(i) + 4]), "+f"(d[(i) + 5]), "+f"(d[(i) + 6]), "+f"(d[(i) + 7])
+#define SP24W_F32(d, i) SP24W_F8(d, i), SP24W_F8(d, (i) + 8), SP24W_F8(d, (i) + 16), SP24W_F8(d, (i) + 24)
+
+// d = A B (+ d when `accumulate`) for one slab and 32 logical columns: A (64 x 16 compressed) and B (32 x BN) by
+// descriptor, metadata e from lanes 0 and 1 of each quad (selector 0); A K-major, B N-major (transposed).
+__device__ __forceinline__ void sp24w_mma(float (&d)[ACC], unsigned long long a_desc, unsigned long long b_desc, unsigned e,
+                                          bool accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " SP24W_SCALE_D ", 0;\n"
+                 "wgmma.mma_async.sp.sync.aligned." SP24W_SHAPE ".f32." SP24_T16 "." SP24_T16 " "
+                 SP24W_ACC_REGS ", " SP24W_OPS ", 0, p, 1, 1, 0, 1;\n}"
+                 : SP24W_ACC_OPERANDS(d)
+                 : "l"(a_desc), "l"(b_desc), "r"(e), "r"((unsigned)accumulate));
+}
+
+// Keeps the compiler from moving accumulator reads or writes across the asynchronous instructions.
+__device__ __forceinline__ void sp24w_pin(float (&d)[SLABS][ACC]) {
+#pragma unroll
+    for (int l = 0; l < SLABS; ++l)
+#pragma unroll
+        for (int i = 0; i < ACC; ++i) asm volatile("" : "+f"(d[l][i]) :: "memory");
+}
+
+// B rows k0 .. k0+BK-1, columns n0 .. n0+BN-1 into the stage's swizzled B blocks (zeros past K and N), then this
+// thread's arrival on `full`, which counts once its copies have landed.
+__device__ __forceinline__ void sp24w_load_b(unsigned char* bt, unsigned full, const sp24_in_t* __restrict__ B,
+                                             int k0, int n0, int N, int K, int tid) {
+    if (N % 8 == 0) {  // every 16-byte chunk of a B row is wholly inside N or wholly past it
+        for (int i = tid; i < BK * BN / 8; i += 128) {
+            const int k = i / (BN / 8), c = i % (BN / 8);
+            const bool valid = k0 + k < K && n0 + 8 * c < N;
+            const sp24_in_t* src = B + (valid ? (long long)(k0 + k) * N + n0 + 8 * c : 0);
+            const unsigned dst = sp24w_smem(bt + (c / 8) * (BK * 128) + k * 128 + (((c % 8) ^ (k % 8)) << 4));
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
+        }
+        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" :: "r"(full) : "memory");
+    } else {  // rows of B are not 16-byte aligned: element by element through registers
+        for (int i = tid; i < BK * BN; i += 128) {
+            const int k = i / BN, n = i % BN;
+            const sp24_in_t v = k0 + k < K && n0 + n < N ? B[(long long)(k0 + k) * N + n0 + n] : (sp24_in_t)0;
+            *reinterpret_cast<sp24_in_t*>(bt + (n / 64) * (BK * 128) + k * 128 + ((((n % 64) / 8) ^ (k % 8)) << 4) + 2 * (n % 8)) = v;
+        }
+        asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(full) : "memory");
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(THREADS, 1)
+sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_constant__ sp24w_tensor_map tmap_E,
+              const sp24_in_t* __restrict__ B, const unsigned short* __restrict__ bias, unsigned short* __restrict__ C,
+              int M, int N, int K, int has_bias, int act, float alpha)
+{
+    extern __shared__ __align__(1024) unsigned char sp24w_raw[];
+    // the swizzle patterns repeat every 1024 bytes of address: TMA, cp.async and wgmma agree only from such a base
+    unsigned char* smem = sp24w_raw + ((1024 - (sp24w_smem(sp24w_raw) & 1023)) & 1023);
+    const unsigned bars = sp24w_smem(smem + STAGES * STAGE_BYTES);  // full[s] at 8s, empty[s] at 8(STAGES + s)
+    const int tid = threadIdx.x, wg = tid / 128;
+    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+    const int tiles = (K + BK - 1) / BK;
+
+    if (tid == 0) {
+        for (int s = 0; s < STAGES; ++s) {
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bars + 8 * s), "r"(FULL_ARRIVALS) : "memory");
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bars + 8 * (STAGES + s)), "r"(EMPTY_ARRIVALS) : "memory");
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");  // visible to the TMA unit's completions
+    }
+    __syncthreads();
+
+    if (wg == 0) {  // producer
+        for (int kt = 0; kt < tiles; ++kt) {
+            const int s = kt % STAGES;
+            const unsigned full = bars + 8 * s;
+            sp24w_wait(bars + 8 * (STAGES + s), ((kt / STAGES) & 1) ^ 1);  // the first round passes at once
+            unsigned char* stage = smem + s * STAGE_BYTES;
+            if (tid == 0) {
+                asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+                             :: "r"(full), "r"(A_STAGE_BYTES + E_STAGE_BYTES) : "memory");
+#pragma unroll
+                for (int j = 0; j < BK / 64; ++j)
+                    sp24w_tma_2d(sp24w_smem(stage + B_STAGE_BYTES + j * BM * 64), &tmap_A, kt * BK / 2 + 32 * j, m0, full);
+                sp24w_tma_2d(sp24w_smem(stage + B_STAGE_BYTES + A_STAGE_BYTES), &tmap_E, kt * BK / 2, m0 / 16, full);
+            }
+            sp24w_load_b(stage, full, B, kt * BK, n0, N, K, tid);
+        }
+        asm volatile("cp.async.wait_all;" ::: "memory");  // no copy outlives the thread that issued it
+        return;
+    }
+
+    // consumers: warpgroup c = wg - 1 owns slabs c*SLABS .. ; w is the warp's place in its warpgroup
+    const int c = wg - 1, w = (tid / 32) % 4, lane = tid % 32;
+    float acc[SLABS][ACC];  // never zeroed: the first product overwrites it (scale-d 0), so that no other
+                            // instruction writes the accumulators, which would make ptxas serialise the wgmma
+
+    for (int kt = 0; kt < tiles; ++kt) {
+        const int s = kt % STAGES;
+        sp24w_wait(bars + 8 * s, (kt / STAGES) & 1);
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // B came by cp.async (generic proxy)
+        const unsigned char* stage = smem + s * STAGE_BYTES;
+        const unsigned* meta = reinterpret_cast<const unsigned*>(stage + B_STAGE_BYTES + A_STAGE_BYTES);
+        unsigned e[SLABS][BK / 32];
+#pragma unroll
+        for (int l = 0; l < SLABS; ++l)
+#pragma unroll
+            for (int k = 0; k < BK / 32; ++k) {
+                const unsigned word = meta[(4 * (c * SLABS + l) + w) * (BK / 2) + (2 * k + (lane & 1)) * 8 + lane / 4];
+                e[l][k] = word ? word : 0x44444444u;  // zero only where TMA filled past M or K: positions 0 and 1
+            }
+        const unsigned a_base = sp24w_smem(stage + B_STAGE_BYTES), b_base = sp24w_smem(stage);
+        sp24w_pin(acc);
+        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+        for (int k = 0; k < BK / 32; ++k) {
+            const unsigned long long b_desc = sp24w_desc(b_base + 4096 * k, BK * 128, 1024, 1);
+#pragma unroll
+            for (int l = 0; l < SLABS; ++l) {
+                const unsigned a_addr = a_base + (k / 2) * (BM * 64) + (c * SLABS + l) * 64 * 64 + 32 * (k % 2);
+                sp24w_mma(acc[l], sp24w_desc(a_addr, 16, 512, 2), b_desc, e[l][k], kt > 0 || k > 0);
+            }
+        }
+        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // the previous tile's products are done
+        sp24w_pin(acc);
+        if (kt > 0 && lane == 0)
+            asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bars + 8 * (STAGES + (kt - 1) % STAGES)) : "memory");
+    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    sp24w_pin(acc);
+
+    const int g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int l = 0; l < SLABS; ++l) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int row = m0 + 64 * (c * SLABS + l) + 16 * w + g + 8 * h;
+            if (row >= M) continue;
+            const float b = has_bias ? sp24_out_to_f32(bias[row]) : 0.f;
+#pragma unroll
+            for (int j = 0; j < BN / 8; ++j) {
+                const int col = n0 + 8 * j + 2 * t;
+                const unsigned short v0 = sp24_f32_to_out(sp24_epilogue(acc[l][4 * j + 2 * h], alpha, b, act));
+                const unsigned short v1 = sp24_f32_to_out(sp24_epilogue(acc[l][4 * j + 2 * h + 1], alpha, b, act));
+                unsigned short* dst = C + (long long)row * N + col;
+                if (N % 2 == 0 && col + 1 < N) {
+                    *reinterpret_cast<unsigned*>(dst) = (unsigned)v0 | ((unsigned)v1 << 16);
+                } else {
+                    if (col < N) dst[0] = v0;
+                    if (col + 1 < N) dst[1] = v1;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,375 @@
+"""sp24_wgmma_sp's indexing, emulated exactly on the CPU: the bytes its TMA copies and cp.async copies leave in a
+stage (with the swizzles as functions of the shared-memory address), the matrix descriptors it builds (decoded field
+by field and read back the way the PTX ISA defines K-major and MN-major swizzled layouts), the metadata word each
+lane supplies, the sparse product as the ISA defines wgmma.mma_async.sp m64nNk32 (warp w gives rows 16w .. 16w+15
+with the mma.sp m16n8k32 metadata figure, selector 0: lanes 0 and 1 of each quad), the accumulator fragment and the
+epilogue's placement. If the emulated C equals A B, every index is right under those definitions; the GPU still has
+to confirm the definitions themselves (the descriptor reading a swizzled tile from a start inside a swizzle row, the
+proxy fence after cp.async). The mbarrier protocol is checked by a model under random schedules, and the kernel
+passes the compile-only verifier."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from sparseditto.agents.planner import offline_plan
+from sparseditto.knowledge_base.library import get_kernel
+from sparseditto.spec import parse_spec
+from sparseditto.tools.dtypes import to_float64
+from sparseditto.tools.families import get_family
+from sparseditto.tools.families.sparse24_gemm import WGMMA_START
+from sparseditto.tools.expr import evaluate
+from sparseditto.tools.families.sparse24_gemm.compression import decompress
+from sparseditto.tools.verifier import CompileOnlyVerifier
+
+FAMILY = get_family("sparse24_gemm")
+SMEM_BASE = 3 * 1024  # where the rounded-up dynamic shared memory starts: any multiple of 1024
+VALID_WORD = 0x44444444  # the kernel's stand-in for zero-filled metadata: positions 0 and 1 in every group
+
+
+def problem(dtype, M, K, N, seed):
+    spec = parse_spec({"operation": "spmm", "pattern": {"kind": "n_m"}, "M": M, "K": K, "N": N, "dtype": dtype})
+    p = FAMILY.make_problem(spec, seed)
+    A = decompress(p.inputs["A_values"], p.inputs["A_meta"], M, K)
+    return p, A, to_float64(p.inputs["B"], dtype)
+
+
+# ---- shared memory as the hardware sees it ------------------------------------------------------------------------
+
+SWIZZLE_MODES = {1: 128, 2: 64, 3: 32}  # descriptor's 2-bit mode -> swizzle span in bytes
+
+
+def swizzle(addr, span):
+    """The 16-byte chunk bits of a shared-memory address XOR-ed with the bits just above the span's row (TMA's and
+    wgmma's swizzles are both this function of the address; span 128: bits 4..6 ^= 7..9, 64: 4..5 ^= 7..8)."""
+    addr = np.asarray(addr)
+    if span is None:
+        return addr
+    return addr ^ (((addr >> 7) & (span // 16 - 1)) << 4)
+
+
+class Smem:
+    """The block's dynamic shared memory, garbage where nothing was written."""
+
+    def __init__(self, nbytes):
+        self.b = np.full(nbytes, 0xCD, np.uint8)
+
+    def write(self, addr, data):
+        self.b[np.asarray(addr) - SMEM_BASE] = data
+
+    def read16(self, addr):
+        """16-bit patterns at byte addresses (any shape)."""
+        a = np.asarray(addr) - SMEM_BASE
+        return self.b[a].astype(np.uint16) | (self.b[a + 1].astype(np.uint16) << 8)
+
+    def read32(self, addr):
+        a = np.asarray(addr) - SMEM_BASE
+        return sum(self.b[a + i].astype(np.uint32) << (8 * i) for i in range(4))
+
+
+def tma_2d(smem, dst, rows, x, y, box_w, box_h, elem, span):
+    """cp.async.bulk.tensor.2d: the box (box_w elements, box_h rows) at element x, row y of `rows` (a 2-D uint8 view,
+    one row per tensor row), zeros outside, written densely from `dst` then swizzled by address."""
+    H, W = rows.shape
+    box = np.zeros((box_h, box_w * elem), np.uint8)
+    r1, c1 = min(H, y + box_h), min(W, (x + box_w) * elem)
+    if r1 > y and c1 > x * elem:
+        box[:r1 - y, :c1 - x * elem] = rows[y:r1, x * elem:c1]
+    offs = dst + np.arange(box_h)[:, None] * (box_w * elem) + np.arange(box_w * elem)[None, :]
+    smem.write(swizzle(offs, span), box)
+    return box.size  # the bytes the copy credits to the mbarrier
+
+
+# ---- the kernel's formulas, mirrored ------------------------------------------------------------------------------
+
+class Kernel:
+    def __init__(self, params):
+        self.__dict__.update(params)
+        self.slabs, self.acc = self.BM // 128, self.BN // 2
+        self.b_bytes = self.BK * self.BN * 2
+        self.a_bytes = self.BM * self.BK
+        self.e_bytes = self.BM * self.BK // 8
+        self.stage_bytes = self.b_bytes + self.a_bytes + self.e_bytes
+        assert self.stage_bytes % 1024 == 0
+
+
+def desc(addr, lead, stride, mode):
+    """sp24w_desc."""
+    return ((addr & 0x3FFFF) >> 4) | ((lead >> 4) << 16) | ((stride >> 4) << 32) | (mode << 62)
+
+
+def b_chunk_offset(kern, k, c):
+    """Byte offset in the stage's B of 16-byte chunk c (8 columns) of row k (sp24w_load_b)."""
+    return (c // 8) * (kern.BK * 128) + k * 128 + (((c % 8) ^ (k % 8)) << 4)
+
+
+def load_b(kern, smem, stage, Bbits, k0, n0, N, K):
+    """sp24w_load_b over all 128 producer threads: returns how many of them arrive (each once per stage)."""
+    vb = Bbits.reshape(K, N)
+    if N % 8 == 0:
+        for i in range(kern.BK * kern.BN // 8):
+            k, c = divmod(i, kern.BN // 8)
+            valid = k0 + k < K and n0 + 8 * c < N
+            chunk = vb[k0 + k, n0 + 8 * c:n0 + 8 * c + 8].view(np.uint8) if valid else np.zeros(16, np.uint8)
+            smem.write(stage + b_chunk_offset(kern, k, c) + np.arange(16), chunk)
+    else:
+        for i in range(kern.BK * kern.BN):
+            k, n = divmod(i, kern.BN)
+            v = int(vb[k0 + k, n0 + n]) if k0 + k < K and n0 + n < N else 0
+            o = stage + (n // 64) * (kern.BK * 128) + k * 128 + ((((n % 64) // 8) ^ (k % 8)) << 4) + 2 * (n % 8)
+            smem.write([o, o + 1], [v & 0xFF, v >> 8])
+    return 128
+
+
+def fill_stage(kern, smem, s, p, kt, m0, n0):
+    """The producer's iteration kt into stage s: returns the byte count announced and the bytes TMA credits."""
+    M, K, N = (p.symbols[x] for x in ("M", "K", "N"))
+    stage = SMEM_BASE + s * kern.stage_bytes
+    a_rows = p.inputs["A_values"].view(np.uint8).reshape(M, K)  # K/2 16-bit values per row
+    e_rows = p.inputs["A_meta"].view(np.uint8).reshape(M // 16, 2 * K)  # K/2 words per 16-row block
+    credited = 0
+    for j in range(kern.BK // 64):
+        credited += tma_2d(smem, stage + kern.b_bytes + j * kern.BM * 64, a_rows, kt * kern.BK // 2 + 32 * j, m0,
+                           32, kern.BM, 2, 64)
+    credited += tma_2d(smem, stage + kern.b_bytes + kern.a_bytes, e_rows, kt * kern.BK // 2, m0 // 16,
+                       kern.BK // 2, kern.BM // 16, 4, None)
+    load_b(kern, smem, stage, p.inputs["B"].reshape(-1).view(np.uint16), kt * kern.BK, n0, N, K)
+    return kern.a_bytes + kern.e_bytes, credited
+
+
+def meta_word_index(kern, c, l, w, k, lane, pair_swap=False):
+    """The consumer's metadata word (index into the stage's words) for lane `lane` of warp w, slab l, step k."""
+    j = (lane & 1) ^ int(pair_swap)
+    return (4 * (c * kern.slabs + l) + w) * (kern.BK // 2) + (2 * k + j) * 8 + lane // 4
+
+
+def consumer_descriptors(kern, stage, c, l, k, a_mode=2):
+    a_base, b_base = stage + kern.b_bytes, stage
+    a_addr = a_base + (k // 2) * (kern.BM * 64) + (c * kern.slabs + l) * 64 * 64 + 32 * (k % 2)
+    return desc(a_addr, 16, 512, a_mode), desc(b_base + 4096 * k, kern.BK * 128, 1024, 1)
+
+
+# ---- the instruction, as the PTX ISA defines it -----------------------------------------------------------------
+
+def decode(d):
+    return ((d & 0x3FFF) << 4, ((d >> 16) & 0x3FFF) << 4, ((d >> 32) & 0x3FFF) << 4, d >> 62)
+
+
+def read_k_major(smem, d, rows, row_bytes):
+    """A K-major swizzled operand: element (row m, byte b) sits at start + (m % 8) * span + (m // 8) * stride + b
+    before the swizzle (8-row core-matrix groups, rows one swizzle span apart); returns 16-bit patterns."""
+    start, _, stride, mode = decode(d)
+    span = SWIZZLE_MODES[mode]
+    m, b = np.arange(rows)[:, None], np.arange(0, row_bytes, 2)[None, :]
+    return smem.read16(swizzle(start + (m % 8) * span + (m // 8) * stride + b, span))
+
+
+def read_mn_major(smem, d, k_rows, cols):
+    """An MN-major swizzled operand: element (k, n) at start + (n % W) * 2 + (n // W) * lead + (k % 8) * span
+    + (k // 8) * stride before the swizzle, W = span / 2 columns per swizzle row."""
+    start, lead, stride, mode = decode(d)
+    span = SWIZZLE_MODES[mode]
+    k, n = np.arange(k_rows)[:, None], np.arange(cols)[None, :]
+    w = span // 2
+    return smem.read16(swizzle(start + (n % w) * 2 + (n // w) * lead + (k % 8) * span + (k // 8) * stride, span))
+
+
+def wgmma_sp_k32(d_acc, a_desc, b_desc, e, smem, n, value, accumulate):
+    """wgmma.mma_async.sp m64nNk32, A and B from shared memory (A K-major, B MN-major), selector 0. `e[w][lane]` is
+    the metadata register of lane `lane` of warp w; `d_acc[w][lane]` its N/2 accumulators (d[4j+2h+x] holds row
+    16w + lane/4 + 8h, column 8j + 2(lane%4) + x)."""
+    comp = value(read_k_major(smem, a_desc, 64, 32))  # 64 x 16 compressed
+    b = value(read_mn_major(smem, b_desc, 32, n))
+    a = np.zeros((64, 32))
+    for w in range(4):
+        for r in range(16):
+            g, h = r % 8, r // 8
+            for v in range(8):  # group v of the 32 logical columns: lane 4g + v // 4, nibble v % 4 of half h
+                code = (int(e[w][4 * g + v // 4]) >> (16 * h + 4 * (v % 4))) & 0xF
+                first, second = code & 3, code >> 2
+                assert first < second, f"warp {w} row {r} group {v}: code {code:#x} is not valid metadata"
+                a[16 * w + r, 4 * v + first] = comp[16 * w + r, 2 * v]
+                a[16 * w + r, 4 * v + second] = comp[16 * w + r, 2 * v + 1]
+    prod = a @ b
+    for w in range(4):
+        for lane in range(32):
+            g, t = divmod(lane, 4)
+            for i in range(n // 2):
+                row, col = 16 * w + g + 8 * ((i >> 1) & 1), 8 * (i >> 2) + 2 * t + (i & 1)
+                d_acc[w][lane][i] = prod[row, col] + (d_acc[w][lane][i] if accumulate else 0.0)
+
+
+def f16(bits):
+    return np.asarray(bits, np.uint16).view(np.float16).astype(np.float64)
+
+
+def bf16(bits):
+    return (np.asarray(bits, np.uint16).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+# ---- the whole kernel ---------------------------------------------------------------------------------------------
+
+def emulate(p, params, dtype, pair_swap=False, a_mode=2):
+    kern = Kernel(params)
+    M, K, N = (p.symbols[x] for x in ("M", "K", "N"))
+    value = f16 if dtype == "fp16" else bf16
+    tiles = -(-K // kern.BK)
+    C = np.full((M, N), np.nan)
+    for by in range(-(-M // kern.BM)):
+        for bx in range(-(-N // kern.BN)):
+            m0, n0 = by * kern.BM, bx * kern.BN
+            smem = Smem(kern.STAGES * kern.stage_bytes)
+            acc = np.full((2, kern.slabs, 4, 32, kern.acc), np.nan)  # never zeroed: scale-d 0 first
+            for kt in range(tiles):
+                s = kt % kern.STAGES
+                announced, credited = fill_stage(kern, smem, s, p, kt, m0, n0)
+                assert announced == credited, "expect_tx must equal the bytes the copies deliver"
+                stage = SMEM_BASE + s * kern.stage_bytes
+                for c in range(2):
+                    for l in range(kern.slabs):
+                        for k in range(kern.BK // 32):
+                            e = [[int(smem.read32(stage + kern.b_bytes + kern.a_bytes
+                                                  + 4 * meta_word_index(kern, c, l, w, k, lane, pair_swap)))
+                                  for lane in range(32)] for w in range(4)]
+                            e = [[word or VALID_WORD for word in warp] for warp in e]
+                            a_d, b_d = consumer_descriptors(kern, stage, c, l, k, a_mode)
+                            wgmma_sp_k32(acc[c, l], a_d, b_d, e, smem, kern.BN, value, kt > 0 or k > 0)
+            # the epilogue's placement
+            for c in range(2):
+                for l in range(kern.slabs):
+                    for w in range(4):
+                        for lane in range(32):
+                            g, t = divmod(lane, 4)
+                            for h in range(2):
+                                row = m0 + 64 * (c * kern.slabs + l) + 16 * w + g + 8 * h
+                                if row >= M:
+                                    continue
+                                for j in range(kern.BN // 8):
+                                    for x in range(2):
+                                        col = n0 + 8 * j + 2 * t + x
+                                        if col < N:
+                                            C[row, col] = acc[c, l, w, lane, 4 * j + 2 * h + x]
+    return C
+
+
+CASES = [
+    # whole slabs past M, K not a multiple of BK (half a tile of zero fill), N a multiple of 8 with a tail in the
+    # second 64-column block of the last tile: the cp.async path
+    ("fp16", {"BM": 128, "BN": 128, "BK": 128, "STAGES": 2}, (208, 320, 200)),
+    # two slabs per consumer, N not a multiple of 8 and past 64 columns: the element path
+    ("bf16", {"BM": 256, "BN": 128, "BK": 64, "STAGES": 3}, (272, 192, 125)),
+]
+
+
+@pytest.mark.parametrize(("dtype", "params", "shape"), CASES, ids=[c[0] for c in CASES])
+def test_emulated_kernel_gives_a_times_b(dtype, params, shape):
+    M, K, N = shape
+    p, A, B = problem(dtype, M, K, N, seed=7)
+    np.testing.assert_allclose(emulate(p, params, dtype), A @ B, rtol=1e-12, atol=1e-12)
+
+
+def test_a_wrong_metadata_lane_pair_changes_the_product():
+    p, A, B = problem("fp16", 128, 64, 64, seed=8)
+    params = {"BM": 128, "BN": 64, "BK": 64, "STAGES": 2}
+    assert not np.allclose(emulate(p, params, "fp16", pair_swap=True), A @ B)
+
+
+def test_a_wrong_swizzle_in_the_a_descriptor_changes_the_product():
+    """128-byte instead of the 64-byte swizzle TMA wrote: rows read their compressed values from the wrong chunks."""
+    p, A, B = problem("bf16", 128, 64, 64, seed=9)
+    params = {"BM": 128, "BN": 64, "BK": 64, "STAGES": 2}
+    assert not np.allclose(emulate(p, params, "bf16", a_mode=1), A @ B)
+
+
+def test_stored_metadata_has_no_zero_word():
+    """The kernel turns zero words into a valid code: only TMA's zero fill may be zero, never a stored word."""
+    p, _, _ = problem("fp16", 64, 256, 8, seed=10)
+    assert (p.inputs["A_meta"] != 0).all()
+
+
+def test_shared_memory_holds_stages_barriers_and_alignment():
+    for params in ({"BM": 128, "BN": 256, "BK": 64, "STAGES": 4}, {"BM": 256, "BN": 128, "BK": 128, "STAGES": 2}):
+        kern = Kernel(params)
+        declared = evaluate(get_kernel("sp24_wgmma_sp").kernels[0].shared_bytes, {**params, "value_bytes": 2})
+        assert declared == kern.STAGES * kern.stage_bytes + 16 * kern.STAGES + 1024  # stages, barriers, rounding
+
+
+# ---- the mbarrier protocol ---------------------------------------------------------------------------------------
+
+class Mbarrier:
+    """Phase-counting model: try_wait.parity(P) succeeds once the phase of parity P has completed, which a fresh
+    barrier counts as true for P = 1 (the phase before its first)."""
+
+    def __init__(self, count):
+        self.count, self.pending, self.phase = count, count, 0
+
+    def arrive(self):
+        self.pending -= 1
+        if self.pending == 0:
+            self.phase, self.pending = self.phase + 1, self.count
+
+    def passed(self, parity):
+        return (self.phase & 1) != parity
+
+
+@pytest.mark.parametrize(("stages", "tiles"), [(2, 7), (3, 3), (4, 11), (5, 2)])
+def test_pipeline_never_reads_early_nor_overwrites_unreleased_stages(stages, tiles):
+    """The kernel's parities and release points, under random interleavings of the producer and the consumers
+    (one agent stands for each side): every read sees its own tile, every refill follows the release, none hangs."""
+    rng = np.random.default_rng(stages * 100 + tiles)
+    for _ in range(200):
+        full = [Mbarrier(1) for _ in range(stages)]
+        empty = [Mbarrier(1) for _ in range(stages)]
+        held = [None] * stages  # which tile a stage holds
+        reading = [False] * stages  # the consumer's wgmma may still read it (until the release)
+        prod, cons = 0, 0
+        while cons < tiles:
+            can_produce = prod < tiles and empty[prod % stages].passed(((prod // stages) & 1) ^ 1)
+            can_consume = full[cons % stages].passed((cons // stages) & 1)
+            assert can_produce or can_consume, f"deadlock at producer {prod}, consumer {cons}"
+            if can_produce and (not can_consume or rng.random() < 0.5):
+                s = prod % stages
+                assert not reading[s], f"tile {prod} overwrites stage {s} while tile {held[s]} is read"
+                held[s] = prod
+                full[s].arrive()
+                prod += 1
+            else:
+                s = cons % stages
+                assert held[s] == cons, f"consumer reads tile {held[s]} for tile {cons}"
+                reading[s] = True
+                if cons > 0:  # after wait_group 1: the previous tile's products are done
+                    reading[(cons - 1) % stages] = False
+                    empty[(cons - 1) % stages].arrive()
+                cons += 1
+
+
+# ---- the real kernel through the compile-only verifier, and the planner's start ---------------------------------
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("params", [WGMMA_START, {"BM": 256, "BN": 128, "BK": 128, "STAGES": 2},
+                                    {"BM": 128, "BN": 64, "BK": 64, "STAGES": 6}], ids=["start", "tall", "narrow"])
+def test_kernel_passes_the_compile_only_verifier(dtype, params):
+    spec = parse_spec({"operation": "spmm", "pattern": {"kind": "n_m"}, "M": 4096, "K": 4096, "N": 4096, "dtype": dtype,
+                       "arch": "sm_90a", "epilogue": {"bias": True, "activation": "gelu_tanh", "alpha": True}})
+    report = CompileOnlyVerifier("sm_90a").verify(get_kernel("sp24_wgmma_sp").instantiate(params), spec)
+    assert report.compiled
+    assert not [f for f in report.feedback if f.status in {"failed", "error"}], report.feedback
+    assert {f.stage: f.status for f in report.feedback}["correctness"] == "not_executed"
+    resources = report.resources["sp24_wgmma_sp"]
+    assert resources.spill_stores == 0 and resources.stack_bytes == 0, resources
+    assert resources.registers <= 168, resources  # 384 threads on one SM's 64K registers
+
+
+def test_hopper_compute_bound_specs_start_with_wgmma_and_keep_mma_sp_behind_it():
+    def starts(**over):
+        spec = parse_spec({"operation": "spmm", "pattern": {"kind": "n_m"}, "M": 4096, "K": 4096, "N": 4096, **over})
+        return [(s.kernel, s.start) for s in offline_plan(spec).strategies]
+
+    first, second = starts(arch="sm_90a")
+    assert first == ("sp24_wgmma_sp", WGMMA_START) and second[0] == "sp24_mma_sp"
+    assert starts(arch="sm_90")[0][0] == "sp24_wgmma_sp"
+    assert [k for k, _ in starts(arch="sm_80")] == ["sp24_mma_sp"]
+    assert [k for k, _ in starts(arch="sm_90a", dtype="fp8_e4m3")] == ["sp24_mma_sp"]  # 16-bit only
+    assert [k for k, _ in starts(arch="sm_90a", N=128)] == ["sp24_mma_sp"]
+    assert [k for k, _ in starts(arch="sm_90a", N=16)] == ["sp24_skinny", "sp24_mma_sp"]
