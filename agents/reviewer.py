@@ -2,7 +2,8 @@
 
 The offline policy measures the top of the planner's ranking first (the strategies predicted within
 CONTENDER_FACTOR of the fastest), then a coordinate search: from the best correct candidate so far it tries one
-neighbouring value of one parameter at a time, then the plan's next strategy; it accepts once the
+neighbouring value of one parameter at a time, then the plan's next strategy, until PATIENCE candidates in a
+row bring nothing better; it accepts once the
 target speedup over the best baseline is reached, or when the search or the budget is exhausted and
 the best candidate is faster than every baseline. Otherwise a spent budget goes to the human gate.
 """
@@ -72,6 +73,9 @@ def _neighbours(plan: Plan, choice: Choice, dtype: str) -> list[Choice]:
 # strategies whose calibrated prediction is within this factor of the best one are measured before any tuning
 CONTENDER_FACTOR = 1.3
 CONTENDERS = 3
+# once the contenders are measured, this many candidates in a row that do not beat the best end the search (as if
+# exhausted): a search that has stalled spends the rest of the budget's device time for little
+PATIENCE = 3
 
 
 def contenders(plan: Plan) -> list[Choice]:
@@ -115,13 +119,16 @@ def offline_review(plan: Plan, iterations: list[dict[str, Any]], dtype: str, bac
         return Verdict(decision="accept", diagnosis=f"budget spent; best is {speedup:.2f}x the best baseline "
                        f"(target {plan.acceptance.target_speedup}x not reached)", best_iteration=best["iteration"])
     centre = Choice.model_validate(best["choice"]) if best and best["report"].get("measurement") else None
-    candidates = contenders(plan) + (_neighbours(plan, centre, dtype) if centre else []) + untried_starts
+    first = [c for c in contenders(plan) if c.key() not in tried]
+    candidates = first + (_neighbours(plan, centre, dtype) if centre else []) + untried_starts
     nxt = next((c for c in candidates if c.key() not in tried), None)
-    if nxt is None:
+    stalled = not first and centre is not None and len(iterations) - best["iteration"] >= PATIENCE
+    if nxt is None or stalled:
+        how = f"no better candidate in the last {PATIENCE}" if stalled and nxt is not None else "search exhausted"
         if plan.acceptance.acceptable(speedup):
-            return Verdict(decision="accept", diagnosis=f"search exhausted; best is {speedup:.2f}x the best baseline",
+            return Verdict(decision="accept", diagnosis=f"{how}; best is {speedup:.2f}x the best baseline",
                            best_iteration=best["iteration"])
-        return Verdict(decision="give_up", diagnosis=f"search exhausted without beating the best baseline; last: {diagnosis}",
+        return Verdict(decision="give_up", diagnosis=f"{how}, without beating the best baseline; last: {diagnosis}",
                        best_iteration=best["iteration"] if best else None)
     changed = {k: v for k, v in nxt.params.items() if centre is None or nxt.kernel != centre.kernel or centre.params.get(k) != v}
     direction = (f"try {', '.join(f'{k}={v}' for k, v in changed.items())} on {nxt.kernel}"

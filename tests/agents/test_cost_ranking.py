@@ -130,3 +130,22 @@ def test_the_review_measures_the_top_of_the_ranking_before_tuning_the_first():
     assert verdict.decision == "revise"
     assert (verdict.next.kernel, verdict.next.params) == (close[1].kernel, close[1].start)
     assert verdict.direction == f"switch strategy to {close[1].kernel}"
+
+
+def test_a_stalled_search_ends_before_the_budget_once_the_contenders_are_measured():
+    from sparseditto.agents.reviewer import PATIENCE, contenders, offline_review
+
+    spec = parse_spec({"operation": "spmv", "pattern": {"distribution": "uniform", "nnz_per_row": 16}, "M": 200000, "K": 200000})
+    plan = offline_plan(spec)
+    first = contenders(plan)
+    kernel, start = first[0].kernel, first[0].params
+    tuned = [{**start, "BLOCK": b} for b in (128, 512)] + [{**start, "UNROLL": u} for u in (1, 4)]
+    choices = [(c.kernel, c.params) for c in first] + [(kernel, p) for p in tuned]
+    iterations = [{"iteration": n, "choice": {"kernel": k, "params": p}, "backend": "gpu", "seconds": 1.0,
+                   "report": report(True, 50.0 if n == 1 else 60.0)} for n, (k, p) in enumerate(choices, 1)]
+    assert len(first) <= PATIENCE
+    # the best is iteration 1: PATIENCE candidates after it that are no better end the search
+    assert offline_review(plan, iterations[:PATIENCE], spec.dtype, "gpu").decision == "revise"
+    verdict = offline_review(plan, iterations[:PATIENCE + 1], spec.dtype, "gpu")
+    assert verdict.decision == "give_up" and f"no better candidate in the last {PATIENCE}" in verdict.diagnosis
+    assert verdict.best_iteration == 1
