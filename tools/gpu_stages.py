@@ -61,14 +61,16 @@ def run_child(job: RunJob, tmp: Path, timeout_s: float) -> RunResult | Feedback:
 _MAIN_INSTANCE_TOOLS = ("memcheck", "initcheck")
 
 
-def sanitizer_stage(job: RunJob, tmp: Path, timeout_s: float, instances: list[str]) -> Feedback:
-    """memcheck, racecheck, initcheck and synccheck over the runner's saved instances; any finding rejects."""
+def sanitizer_stage(job: RunJob, tmp: Path, timeout_s: float, instances: list[str],
+                    tools: tuple[str, ...] = TOOLS, not_needed: dict[str, str] | None = None) -> Feedback:
+    """`tools` (memcheck, racecheck, initcheck, synccheck) over the runner's saved instances; any finding rejects.
+    `not_needed`: the tools left out and why (nothing in the compiled code they could find)."""
     out_file = tmp / "result-sanitize.json"
     start = time.perf_counter()
     findings: list[Finding] = []
     failures: list[str] = []
     launched: dict[str, list[str]] = {}
-    for tool in TOOLS:
+    for tool in tools:
         launched[tool] = [n for n in instances if n != "main" or tool in _MAIN_INSTANCE_TOOLS]
         job_file = tmp / f"job-sanitize-{tool}.json"
         job_file.write_text(job.model_copy(update={"sanitize_instances": launched[tool]}).model_dump_json())
@@ -97,9 +99,10 @@ def sanitizer_stage(job: RunJob, tmp: Path, timeout_s: float, instances: list[st
     if failures:
         return Feedback(stage="sanitizer", status="error", error_type="sanitizer_failure", message="; ".join(failures),
                         evidence={"seconds": seconds})
+    left_out = "".join(f"; {tool} not run: {why}" for tool, why in (not_needed or {}).items())
     return Feedback(stage="sanitizer", status="passed",
-                    message=f"{', '.join(TOOLS)} clean on {', '.join(instances)} ({seconds:.1f} s)",
-                    evidence={"seconds": seconds, "instances": launched})
+                    message=f"{', '.join(tools)} clean on {', '.join(instances)} ({seconds:.1f} s){left_out}",
+                    evidence={"seconds": seconds, "instances": launched, "not_needed": not_needed or {}})
 
 
 _BASELINE_PROFILES: dict[str, ProfileSummary] = {}

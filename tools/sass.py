@@ -49,6 +49,8 @@ class SassCounts(BaseModel):
     async_copies: int = 0
     barriers: int = 0
     shuffles: int = 0
+    # warp-level synchronisation and votes (__syncwarp, __ballot_sync, __match_*_sync, __reduce_*_sync)
+    warp_syncs: int = 0
 
 
 def find_disassembler() -> str | None:
@@ -88,6 +90,8 @@ def _count(counts: SassCounts, op: str) -> None:
         counts.barriers += 1
     elif base == "SHFL":
         counts.shuffles += 1
+    elif base in ("WARPSYNC", "VOTE", "MATCH", "REDUX"):
+        counts.warp_syncs += 1
 
 
 def parse_sass(listing: str) -> dict[str, SassCounts]:

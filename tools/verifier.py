@@ -29,7 +29,7 @@ from sparseditto.tools.launch_check import DeviceLimits, LaunchRejected, check_s
 from sparseditto.tools.profiler import find_ncu
 from sparseditto.tools.results import NOT_EXECUTED_NO_GPU, Feedback, VerificationReport
 from sparseditto.tools.runner import RunJob, RunResult, array_infos, prepare, rejection
-from sparseditto.tools.sanitizer import find_sanitizer
+from sparseditto.tools.sanitizer import TOOLS, find_sanitizer
 from sparseditto.tools.sass import SassCounts, analyse_cubin
 from sparseditto.tools.source_check import check_compiled, check_source
 
@@ -162,6 +162,24 @@ class CompileOnlyVerifier:
 _TOOLS_PASSED: dict[tuple[str, str], str] = {}
 
 
+def needless_tools(candidate: KernelCandidate, result: CompileResult, sass: dict[str, SassCounts]) -> dict[str, str]:
+    """The sanitizer tools that cannot find anything in this compiled code, and why: racecheck looks for hazards in
+    shared memory, which a kernel without any cannot have; synccheck for misused block barriers and warp-level
+    synchronisation (shuffles and votes included), which a kernel without any cannot misuse. Judged from the
+    machine code of every entry point, so the SASS must have been read."""
+    if not sass or set(sass) < {k.entry for k in candidate.kernels}:
+        return {}
+    out = {}
+    static_shared = any(r.shared_bytes for r in result.resources.values())
+    dynamic_shared = any(str(k.shared_bytes) != "0" for k in candidate.kernels)
+    if not (static_shared or dynamic_shared or candidate.tensor_maps
+            or any(c.shared_loads or c.shared_stores or c.async_copies for c in sass.values())):
+        out["racecheck"] = "no shared memory in any entry point"
+    if not any(c.barriers or c.shuffles or c.warp_syncs for c in sass.values()):
+        out["synccheck"] = "no barrier, shuffle or warp-level synchronisation in the machine code"
+    return out
+
+
 class GpuVerifier:
     """Compile here, run in child processes with timeouts: a crash or hang never reaches the pipeline.
 
@@ -220,7 +238,8 @@ class GpuVerifier:
             if skipped:
                 feedback += [Feedback(stage=s, status="not_executed", message=skipped) for s in ("sanitizer", "profile")]
                 return _report(candidate, self.backend, result, feedback, sass, **extra)
-            feedback.append(self._sanitize(job, Path(tmp), bench.evidence.get("sanitizer_instances", [])))
+            feedback.append(self._sanitize(job, Path(tmp), bench.evidence.get("sanitizer_instances", []),
+                                           needless_tools(candidate, result, sass)))
             if feedback[-1].status == "passed":
                 feedback.append(self._profile(job, run, Path(tmp)))
                 if tool_key and feedback[-1].status == "passed":
@@ -228,12 +247,14 @@ class GpuVerifier:
                                                f"{spec.name} ({tool_key[1]})")
         return _report(candidate, self.backend, result, feedback, sass, **extra)
 
-    def _sanitize(self, job: RunJob, tmp: Path, instances: list[str]) -> Feedback:
+    def _sanitize(self, job: RunJob, tmp: Path, instances: list[str], not_needed: dict[str, str]) -> Feedback:
         if not self.sanitize:
             return Feedback(stage="sanitizer", status="not_executed", message="not executed: switched off (SPARSEDITTO_SANITIZE=0)")
         if find_sanitizer() is None:
             return Feedback(stage="sanitizer", status="not_executed", message="not executed: compute-sanitizer not found")
-        return sanitizer_stage(job.model_copy(update={"mode": "sanitize"}), tmp, self.tool_timeout_s, instances)
+        tools = tuple(t for t in TOOLS if t not in not_needed)
+        return sanitizer_stage(job.model_copy(update={"mode": "sanitize"}), tmp, self.tool_timeout_s, instances, tools,
+                               not_needed)
 
     def _profile(self, job: RunJob, run: RunResult, tmp: Path) -> Feedback:
         if not self.profile:
