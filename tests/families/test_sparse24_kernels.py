@@ -275,6 +275,7 @@ def emulate_mma_kernel(p, params, dtype, path):
 MMA_CASES = [
     ("fp16", "f16", {"BM": 32, "BN": 64, "BK": 64, "WM": 2, "WN": 1, "STAGES": 2}, (48, 128, 72)),  # M, N tails
     ("bf16", "bf16", {"BM": 64, "BN": 64, "BK": 64, "WM": 2, "WN": 2, "STAGES": 3}, (64, 64, 61)),  # odd N: scalar B
+    ("fp16", "f16", {"BM": 32, "BN": 128, "BK": 64, "WM": 2, "WN": 4, "STAGES": 2}, (48, 128, 136)),  # 8 warps, N tail
     ("fp8_e4m3", "e4m3_widened", {"BM": 32, "BN": 128, "BK": 64, "WM": 1, "WN": 2, "STAGES": 2}, (32, 128, 131)),
     ("fp8_e4m3", "e4m3_native", {"BM": 32, "BN": 128, "BK": 64, "WM": 2, "WN": 2, "STAGES": 2}, (32, 128, 128)),
 ]
@@ -389,7 +390,7 @@ def test_sp24_skinny_indexing_gives_a_times_b(dtype, params, shape):
 
 # ---- the real kernels through the compile-only verifier ----------------------------------------------------------
 
-STARTS = {"sp24_mma_sp": {"BM": 128, "BN": 128, "BK": 64, "WM": 2, "WN": 2, "STAGES": 4},
+STARTS = {"sp24_mma_sp": {"BM": 128, "BN": 128, "BK": 64, "WM": 2, "WN": 4, "STAGES": 4},
           "sp24_skinny": {"MT": 2, "NT": 2, "WARPS": 8, "UNROLL": 2}}
 
 
