@@ -70,9 +70,12 @@ def _with_experience(plan: Plan, spec: Spec, gpu: dict[str, Any] | None, store: 
         refs.append(_experience_ref(exact, "same problem, same GPU"))
     similar = next((e for e in store.similar(spec, gpu) if _fits(plan, e, in_space=True)), None)
     if similar:
+        # the kernel accepted for a similar problem goes first, from its accepted parameters: a measurement on a
+        # neighbour outranks the cost model's guess
         strategies = [s.model_copy(update={"start": dict(similar.choice.params),
                                            "why": f"{s.why}; starts from the kernel accepted for {similar.spec.get('name')}"})
                       if s.kernel == similar.choice.kernel else s for s in plan.strategies]
+        strategies.sort(key=lambda s: s.kernel != similar.choice.kernel)
         plan = plan.model_copy(update={"strategies": strategies})
         refs.append(_experience_ref(similar, "similar problem"))
     return plan, refs

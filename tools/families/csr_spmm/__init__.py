@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Annotated, Literal
 
 from pydantic import Field
 
 from sparseditto.tools.families.base import StrategyStart
 from sparseditto.tools.families.csr_common import KERNELS_ROOT, CsrFamily, CsrSpecFields
+from sparseditto.tools.dtypes import dtype as dtype_info
 from sparseditto.tools.families.csr_spmm.bsr import bsr_blocks
+from sparseditto.tools.families.csr_spmm.cost import predicted_us
 from sparseditto.tools.families.csr_spmm.preparations import row_group_union
 
-# rows sharing each column of a group of 8 from which tensor-core row groups lead: on the H200 they beat row split
-# on a banded fp16 5% matrix (2.76 rows per column: 33.4 vs 61.7 us) and lost on uniform ones (1.04-1.19)
-SHARED_COLUMNS_FOR_TENSOR_CORES = 2.0
-# blocks at least this full (nonzeros over stored values) make BSR's padding cheaper than CSR's indices
-DENSE_BLOCKS_FOR_BSR = 0.6
 
 
 class CsrSpmmSpec(CsrSpecFields):
@@ -44,8 +42,9 @@ class CsrSpmm(CsrFamily):
         return {"N": float(spec.N)}
 
     def strategies(self, spec: CsrSpmmSpec, features: Mapping[str, float]) -> list[StrategyStart]:
-        """Row split first; tensor-core row groups first when the rows of a group share columns; dense blocks
-        (16-bit values) lead with BSR on tensor cores."""
+        """Every kernel at a start chosen from the features, ranked by its predicted time (`cost.py`): row split
+        where rows share few columns, tensor-core row groups where groups of rows share them, BSR on tensor cores
+        where blocks are dense (16-bit values only: the planner drops what the dtype rules out)."""
         overlap = features["group_overlap"]
         # widest column tiling whose last warp still has columns (the kernel's constraint, checked again by the planner)
         wn = max(w for w in (1, 2, 4) if w == 1 or 16 * 4 * (w - 1) < spec.N)
@@ -67,11 +66,10 @@ class CsrSpmm(CsrFamily):
             "spmm_bsr_tc", {"BR": block, "BC": block, "NT": nt, "WARPS": 4},
             f"BSR {block}x{block} on tensor cores: blocks {features.get(f'block_fill_{block}', 0.0):.0%} full, "
             "one index per block instead of one per nonzero")
-        if fill >= DENSE_BLOCKS_FOR_BSR:
-            return [bsr, tensor, rowsplit, smem_tile]
-        if overlap >= SHARED_COLUMNS_FOR_TENSOR_CORES:
-            return [tensor, rowsplit, smem_tile, bsr]
-        return [rowsplit, smem_tile, tensor, bsr]
+        vb = dtype_info(spec.dtype).bytes
+        ranked = [replace(s, predicted_us=predicted_us(s.kernel, s.start, features, spec.N, vb))
+                  for s in (rowsplit, smem_tile, tensor, bsr)]
+        return sorted(ranked, key=lambda s: s.predicted_us)
 
 
 FAMILY = CsrSpmm()
