@@ -14,26 +14,14 @@ from sparseditto.knowledge_base.library import get_kernel
 from sparseditto.spec import parse_spec
 from sparseditto.tools.compiler import compile_source
 from sparseditto.tools.dtypes import dtype as dtype_info
-from sparseditto.tools.dtypes import to_float64, to_storage
+from sparseditto.tools.dtypes import to_float64
 from sparseditto.tools.families import get_family
-from sparseditto.tools.families.base import Output, Problem
+from sparseditto.tools.families.base import Problem
 from sparseditto.tools.families.csr_spmv.u16 import csr_u16
 from sparseditto.tools.generators import generate
 from sparseditto.tools.verifier import CompileOnlyVerifier, check_and_compile
 
-
-def problem_of(mat: sp.spmatrix, dtype: str = "fp32", seed: int = 0, sort: bool = True) -> Problem:
-    mat = sp.csr_matrix(mat)
-    if sort:
-        mat.sort_indices()
-    M, K = mat.shape
-    rng = np.random.default_rng(seed)
-    return Problem(dtype=dtype, symbols={"M": M, "K": K, "N": 1, "nnz": mat.nnz},
-                   inputs={"rowptr": mat.indptr.astype(np.int32), "colind": mat.indices.astype(np.int32),
-                           "values": to_storage(rng.uniform(-1, 1, mat.nnz), dtype),
-                           "x": to_storage(rng.uniform(-1, 1, K), dtype)},
-                   input_dtypes={"rowptr": "int32", "colind": "int32", "values": dtype, "x": dtype},
-                   outputs={"y": Output((M,), dtype, 1e-5)})
+from spmv_problems import problem_of
 
 
 def rows_of(columns: list, K: int) -> sp.csr_matrix:

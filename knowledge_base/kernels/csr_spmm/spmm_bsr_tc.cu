@@ -47,11 +47,6 @@ kernels:
 // (one 32-bit load each, r < KS / 8) and ends with C rows 8*rt + 2q, +1 at columns 16*mt + g, +8.
 // The warp's stage holds B rows bsr_col[j]*BC .. +BC, NT columns, each row padded by 8 values so that the
 // 8 row addresses of an ldmatrix phase fall in distinct banks; rows past K and columns past N are zeros.
-#if SD_DTYPE == 2
-#define SD_MMA_TYPE "bf16"
-#else
-#define SD_MMA_TYPE "f16"
-#endif
 #define KS ((BC % 16) ? 8 : 16)   // columns of a block per mma
 #define KSTEPS (BC / KS)
 #define RT (BR / 8)               // 8-row slices of a block
@@ -61,10 +56,7 @@ kernels:
 
 __device__ __forceinline__ void sd_mma(float (&d)[4], const unsigned (&a)[2 * KREG], const unsigned (&b)[KREG]) {
 #if KS == 16
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." SD_MMA_TYPE "." SD_MMA_TYPE ".f32 "
-                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    sd_mma_16816(d, a[0], a[1], a[2], a[3], b[0], b[1]);
 #else
     asm volatile("mma.sync.aligned.m16n8k8.row.col.f32." SD_MMA_TYPE "." SD_MMA_TYPE ".f32 "
                  "{%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"

@@ -48,21 +48,8 @@ kernels:
 // The group's union columns are staged in shared memory next to its tile (the group's nonzeros are
 // contiguous in CSR, so all lanes scatter them at once), and a warp issues the B-row loads of KB steps
 // before their mma instructions, so KB steps of gathers are in flight together.
-#if SD_DTYPE == 2
-#define SD_MMA_TYPE "bf16"
-#else
-#define SD_MMA_TYPE "f16"
-#endif
 #define CPT (2 * MT)          // columns of B and C per lane
 #define WORDS (CPT / 2)       // 32-bit words per lane and B row (= MT)
-
-__device__ __forceinline__ void sd_mma_16816(float (&d)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3,
-                                             unsigned b0, unsigned b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." SD_MMA_TYPE "." SD_MMA_TYPE ".f32 "
-                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 
 // The lane's CPT columns of B row k, as WORDS words of two values (zeros past N).
 __device__ __forceinline__ void sd_load_row(const value_t* __restrict__ B, int k, int c0, int N, unsigned (&w)[WORDS]) {
