@@ -1,7 +1,8 @@
 # Device runs for issues 14 and 15. On the GPU machine, from the repository root:
 #   bash bench/issue14_device.sh kernels|spmv|spmm $OUT
 # kernels: the GPU tests of the kernels not yet run on a GPU (merge path, 16-bit offsets, BSR on tensor cores, the 2:4
-#   family's two kernels), the fp8 contract test, the 2:4 baselines' test, and the 2:4 baselines' probe.
+#   family's kernels), the fp8 contract test, the 2:4 baselines' test and probe, and the fused epilogue against
+#   the unfused sequence, each also replayed from a CUDA graph (bench/sparse24_epilogue_graph.py).
 # spmv: a subset of the matrix suite (evals/matrix_suite.py) written on the device, then `sparseditto eval --matrices`
 #   SpMV fp32 at budget 3 (results.jsonl is appended per spec, so a cut-off run keeps what finished).
 # spmm: the same for SpMM fp16 and fp32 at N=32 on the matrices with dense blocks or shared columns.
@@ -20,6 +21,7 @@ case $what in
       tests/tools/test_sparse24_baselines.py 2>&1 | tee "$out/gpu_tests_issue14_more_h200.txt" | tail -n 25
     [ -n "${PROBE-1}" ] || exit 0
     timeout 200 python3 bench/sparse24_baselines_probe.py --out "$out" 2>&1 | tail -n 25
+    timeout 120 python3 bench/sparse24_epilogue_graph.py "$out" 2>&1 | tail -n 6
     ;;
   final)
     for s in sparse24_fp16_4096 sparse24_fp16_decode; do
