@@ -42,7 +42,8 @@ def summary_table(s: SuiteSummary) -> Table:
             ["median iterations to the best kernel", num(s.median_iterations_to_best, "{:g}")],
             ["first candidate within 15% of the best", percent(s.first_within_15pct)],
             ["median seconds to the best kernel", num(s.median_seconds_to_best, "{:.1f}")],
-            ["seconds in all", f"{s.total_seconds:.1f}"], ["LLM tokens", tokens]]
+            ["seconds in all", f"{s.total_seconds:.1f}"],
+            ["seconds per spec", num(s.total_seconds / s.specs if s.specs else None, "{:.1f}")], ["LLM tokens", tokens]]
     return Table(headers=["measure", "value"], rows=rows)
 
 
