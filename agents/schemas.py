@@ -84,6 +84,18 @@ def tried_choices(iterations: list[dict[str, Any]]) -> set[tuple[str, tuple[tupl
     return {Choice.model_validate(it["choice"]).key() for it in iterations}
 
 
+def measured_times(iterations: list[dict[str, Any]]) -> dict[tuple[str, tuple[tuple[str, int], ...]], float]:
+    """Each choice's median time from its first correct, measured verification, keyed like `tried_choices`."""
+    from sparseditto.tools.results import VerificationReport
+
+    times: dict[tuple[str, tuple[tuple[str, int], ...]], float] = {}
+    for it in iterations:
+        report = VerificationReport.model_validate(it["report"])
+        if report.correct and report.measurement:
+            times.setdefault(Choice.model_validate(it["choice"]).key(), report.measurement.median_us)
+    return times
+
+
 class Verdict(BaseModel):
     decision: Literal["accept", "revise", "give_up", "compiled_only"]
     diagnosis: str

@@ -1,5 +1,6 @@
 """Device probe for issue 15: the 2:4 GEMM baselines side by side (dense cuBLAS/cuBLASLt, cuSPARSELt called
-directly with its best searched algorithm, PyTorch's cuSPARSELt front end) on the shapes DESIGN.md quotes.
+directly with its best searched algorithm, PyTorch's cuSPARSELt front end) on the issue's shapes (4096^3, 8192^3
+and a decode shape).
 
 For each shape, in fp16: a random 2:4 A (two kept values in every group of four along K) and B, every
 configuration the registry offers for `sparse24_gemm` built (compression, algorithm search and, for torch, the
@@ -11,8 +12,8 @@ exceeds its GPU time is timed host-bound by the harness. torch's eager route (pl
 timed too, as `<name>_eager`, to show what the graph replay removes. A short table is printed last; --out writes
 the numbers.
 
-The family package is written apart; this probe stands in for its `decompress` with a plain format (kept
-values, and their positions inside each group of four), which the baselines only use to densify A once.
+A is in the family's compressed format (its `pack_meta`), which the baselines densify once with its
+`decompress`.
 
 On the GPU machine, from the repository root:
     source bench/device_setup.sh && python3 bench/sparse24_baselines_probe.py --out $OUT
@@ -23,40 +24,30 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import sys
 import time
-import types
 from pathlib import Path
 
 import cupy as cp
 import numpy as np
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (11008, 4096, 16)]
-COMPRESSION = "sparseditto.tools.families.sparse24_gemm.compression"
-
-
-def decompress(values, meta, M, K):
-    """The probe's compressed format back to a dense (M, K) float64 A."""
-    dense = np.zeros((M, K))
-    columns = (np.arange(K // 2) // 2) * 4 + meta.astype(np.int64)
-    dense[np.arange(M)[:, None], columns] = values
-    return dense
 
 
 def make_instance(M, K, N, dtype, seed):
     """A Problem of the family's shape (inputs A_values, A_meta, B; output C) and its device arrays."""
     from sparseditto.tools.dtypes import dtype as dtype_info
     from sparseditto.tools.families.base import Output, Problem
+    from sparseditto.tools.families.sparse24_gemm.compression import pack_meta
 
     rng = cp.random.default_rng(seed)
     keep = cp.sort(cp.argsort(rng.random((M, K // 4, 4), dtype=cp.float32), axis=2)[:, :, :2], axis=2)
     storage = dtype_info(dtype).storage
     device = {"A_values": rng.standard_normal((M, K // 2), dtype=cp.float32).astype(storage),
-              "A_meta": keep.reshape(M, K // 2).astype(cp.uint8),
+              "A_meta": cp.asarray(pack_meta(keep.get())),
               "B": rng.standard_normal((K, N), dtype=cp.float32).astype(storage)}
     problem = Problem(dtype=dtype, symbols={"M": M, "K": K, "N": N, "act": 0, "has_bias": 0},
                       inputs={name: array.get() for name, array in device.items()},
-                      input_dtypes={"A_values": dtype, "A_meta": "int8", "B": dtype},
+                      input_dtypes={"A_values": dtype, "A_meta": "int32", "B": dtype},
                       outputs={"C": Output((M, N), dtype, 1e-2)})
     return problem, device
 
@@ -104,7 +95,6 @@ def main() -> int:
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
-    sys.modules[COMPRESSION] = types.SimpleNamespace(decompress=decompress)
     from sparseditto.tools.baselines import baseline_calls, cusparselt, sparse24_dense
     from sparseditto.tools.timing import L2Flusher, time_call
 

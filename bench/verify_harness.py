@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from sparseditto.agents.planner import offline_plan
-from sparseditto.evals.adversarial_suite import CASES, CORRECT, adversarial_spec
+from sparseditto.evals.adversarial_suite import CASES, CORRECT
 from sparseditto.knowledge_base.library import get_kernel
 from sparseditto.spec import load_spec
 from sparseditto.tools.verifier import GpuVerifier

@@ -22,13 +22,12 @@ from typing import Any
 import structlog
 from pydantic import BaseModel
 
-from sparseditto.agents.schemas import Choice
+from sparseditto.agents.schemas import Choice, measured_times
 from sparseditto.knowledge_base.library import get_kernel
 from sparseditto.settings import Settings
 from sparseditto.errors import SparseDittoError
 from sparseditto.spec import Spec, parse_spec
 from sparseditto.tools.families import get_family
-from sparseditto.tools.results import VerificationReport
 
 log = structlog.get_logger(__name__)
 
@@ -215,17 +214,12 @@ def record_measured(store: ExperienceStore, spec: Spec, plan: dict[str, Any], it
                     run_id: str) -> int:
     """Calibrate the cost model: every correct GPU iteration that ran a strategy's start with a prediction.
     Returns how many were recorded."""
-    priced = {(s["kernel"], json.dumps(s["start"], sort_keys=True)): s["predicted_us"]
-              for s in plan.get("strategies", []) if s.get("predicted_us")}
-    rows, gpu = [], None
-    for it in iterations:
-        report = VerificationReport.model_validate(it["report"])
-        if it.get("backend") != "gpu" or not report.correct or not report.measurement or not report.device.get("name"):
-            continue
-        key = (it["choice"]["kernel"], json.dumps(it["choice"]["params"], sort_keys=True))
-        if key in priced:
-            rows.append((key[0], priced[key], report.measurement.median_us))
-            gpu = report.device["name"]
-    if gpu:
-        store.record_measured(spec.family, spec.dtype, gpu, rows, run_id)
+    measured = measured_times([it for it in iterations if it.get("backend") == "gpu"])
+    rows = [(s["kernel"], s["predicted_us"], measured[key]) for s in plan.get("strategies", [])
+            if s.get("predicted_us") and (key := Choice(kernel=s["kernel"], params=s["start"]).key()) in measured]
+    gpu = next((it["report"]["device"].get("name") for it in iterations
+                if it.get("backend") == "gpu" and it["report"].get("device")), None)
+    if not rows or not gpu:
+        return 0
+    store.record_measured(spec.family, spec.dtype, gpu, rows, run_id)
     return len(rows)

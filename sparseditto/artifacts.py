@@ -23,6 +23,7 @@ from typing import Any, Literal, get_args
 from sparseditto.agents.llm_trace import render_markdown
 from sparseditto.agents.retriever import references_markdown
 from sparseditto.agents.reviewer import best_iteration, describe
+from sparseditto.agents.schemas import Choice, measured_times
 from sparseditto.errors import RunOptionError, RunsDirError
 from sparseditto.spec import parse_spec
 from sparseditto.tools.contract import KernelCandidate
@@ -256,13 +257,8 @@ def _ranking_md(plan: dict[str, Any], iterations: list[dict[str, Any]]) -> list[
     strategies = [s for s in plan.get("strategies", []) if s.get("predicted_us") is not None]
     if not strategies:
         return []
-    measured: dict[tuple[str, str], float] = {}
-    for it in iterations:
-        report = VerificationReport.model_validate(it["report"])
-        if report.correct and report.measurement:
-            measured.setdefault((it["choice"]["kernel"], json.dumps(it["choice"]["params"], sort_keys=True)),
-                                report.measurement.median_us)
-    times = [measured.get((s["kernel"], json.dumps(s["start"], sort_keys=True))) for s in strategies]
+    measured = measured_times(iterations)
+    times = [measured.get(Choice(kernel=s["kernel"], params=s["start"]).key()) for s in strategies]
     ranks = {t: n for n, t in enumerate(sorted(t for t in times if t is not None), 1)}
     lines = ["## Ranking: predicted and measured", "", "| planned | kernel | predicted us | calibrated us | measured us | measured rank |",
              "|---|---|---|---|---|---|"]

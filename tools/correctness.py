@@ -54,8 +54,8 @@ class CheckedOutput:
     @classmethod
     def judge(cls, out: np.ndarray, ref: np.ndarray, tolerance: float, unwritten: np.ndarray,
               bounds: ElementBounds | None, largest: float) -> "CheckedOutput":
-        finite = np.isfinite(ref).all()
-        err = rel_error(out, ref) if finite else rel_error(np.where(np.isfinite(ref), out, 0), np.where(np.isfinite(ref), ref, 0))
+        finite = np.isfinite(ref)
+        err = rel_error(out, ref) if finite.all() else rel_error(np.where(finite, out, 0), np.where(finite, ref, 0))
         if bounds is None:
             return cls(out, ref, tolerance, unwritten, None, None, err, bool(err <= tolerance) and not unwritten.any())
         failing = ~element_ok(out, ref, bounds.bound, largest) | unwritten

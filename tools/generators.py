@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-H200_L2_BYTES = 50 * 1024 * 1024
+from sparseditto.tools.structure import H200_L2_BYTES, spmv_bytes
 WEB_COPY_NEW = 1.0  # share of a web page's copied links that it did not have (measured)
 
 
@@ -563,18 +563,13 @@ def _small_dims(scale: int, row_mean: float = 8.0, aspect: float = 1.0, **_: Any
     return M, max(16, round(aspect * M))
 
 
-def _l2_bytes(M: int, K: int, nnz: int) -> int:
-    """What a fp32 SpMV streams (as tools.structure counts it): values and columns, row pointers, x and y."""
-    return nnz * 8 + 4 * (M + 1) + 4 * (M + K)
-
-
 def small_l2(rng: np.random.Generator, scale: int, row_mean: float = 8.0, row_sigma: float = 0.8,
              local: float = 0.8, aspect: float = 1.0) -> sp.csr_matrix:
-    """A matrix whose SpMV data fits in the H200's 50 MB L2: uneven short rows near the diagonal with some
+    """A matrix whose SpMV data fits in the H200's 60 MiB L2: uneven short rows near the diagonal with some
     scattered couplings (west0067, bayer10, bcsstk13, chemical process and economic models): one launch, no
     streaming; launch latency and the tail matter more than bandwidth."""
     M, K = _small_dims(scale, row_mean, aspect)
-    if _l2_bytes(M, K, scale) > H200_L2_BYTES:
+    if spmv_bytes(M, K, scale) > H200_L2_BYTES:
         raise ValueError(f"small_l2: {scale} nonzeros in {M} x {K} do not fit in the {H200_L2_BYTES >> 20} MiB L2")
     lengths = _lognormal_lengths(M, row_mean, row_sigma, K, rng)
     near = rng.binomial(lengths, local)

@@ -20,7 +20,7 @@ import pickle
 import sys
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 from pydantic import BaseModel, SerializeAsAny, field_validator
@@ -333,6 +333,7 @@ class ValueSet:
         self.ref_dev = {name: cp.asarray(ref) for name, ref in self.refs.items()}
         self.bound_dev = {name: cp.asarray(b.bound) for name, b in bounds.items()} if bounds else None
         self.tolerances = tolerances(spec, problem)
+        self.largest = {name: numerics(out.dtype).largest for name, out in problem.outputs.items()}
 
     def check(self, checker: RunChecker, run: int, outputs: dict[str, Any], working: dict[str, Any]) -> None:
         """Run `run`'s outputs against this set's references, and the working inputs against its pristine copies."""
@@ -340,7 +341,7 @@ class ValueSet:
         for name, out in outputs.items():
             dtype = self.problem.outputs[name].dtype
             if self.bound_dev is not None:
-                checker.outside(run, out, dtype, self.ref_dev[name], self.bound_dev[name], numerics(dtype).largest)
+                checker.outside(run, out, dtype, self.ref_dev[name], self.bound_dev[name], self.largest[name])
             else:  # norm-wise
                 checker.norm_outside(run, out, dtype, self.ref_dev[name], self.tolerances[name])
         for name, arr in self.pristine.items():
@@ -379,13 +380,24 @@ def save_sanitizer_instances(job: RunJob, family: ProblemFamily, problem: Proble
     return list(instances)
 
 
-def timing_floor(family: ProblemFamily, problem: Problem, info: dict[str, Any], copy_bw: float) -> tuple[float, float, float]:
-    """(bytes floor us, peak FLOP/s, floor us): no honest kernel moves its bytes faster than a copy or computes
-    faster than the device's peak for the family's arithmetic; a timing below the floor is not trusted."""
+class TimingFloor(NamedTuple):
+    """The floor a timing must not beat, and what it is made of."""
+
+    bytes_us: float  # the family's minimum bytes at the device's copy bandwidth
+    peak: float  # FLOP/s for the family's arithmetic
+    floor_us: float
+    nbytes: float
+    flops: float
+
+
+def timing_floor(family: ProblemFamily, problem: Problem, info: dict[str, Any], copy_bw: float) -> TimingFloor:
+    """No honest kernel moves its bytes faster than a copy or computes faster than the device's peak for the
+    family's arithmetic; a timing below the floor is not trusted."""
     s = problem.symbols
-    bytes_floor_us = family.min_bytes(s, problem.dtype) / copy_bw * 1e6
+    nbytes, flops = family.min_bytes(s, problem.dtype), family.flops(s)
+    bytes_us = nbytes / copy_bw * 1e6
     peak = peak_flops(info["cc"], info["sms"], info["clock_khz"], problem.input_dtypes.values()) * family.flop_rate_factor
-    return bytes_floor_us, peak, max(bytes_floor_us, family.flops(s) / peak * 1e6)
+    return TimingFloor(bytes_us, peak, max(bytes_us, flops / peak * 1e6), nbytes, flops)
 
 
 def benchmark(job: RunJob, family: ProblemFamily, module: Any, info: dict[str, Any]) -> tuple[Feedback, Measurement | None, list[BaselineTiming]]:
@@ -451,17 +463,16 @@ def benchmark(job: RunJob, family: ProblemFamily, module: Any, info: dict[str, A
         baselines.append(BaselineTiming(name=call.name, library=call.library, config=call.config, median_us=t.median_us,
                                         rel_error=b_err, correct=b_err <= max(tols[first], 1e-2)))
     baseline_seconds = time.perf_counter() - baselines_start
-    s = problem.symbols
-    nbytes = family.min_bytes(s, problem.dtype)
-    bytes_floor_us, peak, floor_us = timing_floor(family, problem, info, copy_bw)
+    floor = timing_floor(family, problem, info, copy_bw)
+    peak, floor_us = floor.peak, floor.floor_us
     correct_baselines = [b for b in baselines if b.correct]
     best = min(correct_baselines, key=lambda b: b.median_us) if correct_baselines else None
     measurement = Measurement(
         median_us=timing.median_us, p10_us=timing.p10_us, p90_us=timing.p90_us, runs=timing.runs,
         preparation_ms=launcher.preparation_ms, floor_us=floor_us,
-        achieved_gbps=nbytes / timing.median_us * 1e-3, achieved_gflops=family.flops(s) / timing.median_us * 1e-3,
+        achieved_gbps=floor.nbytes / timing.median_us * 1e-3, achieved_gflops=floor.flops / timing.median_us * 1e-3,
         peak_gflops=peak * 1e-9,
-        bandwidth_fraction=bytes_floor_us / timing.median_us, copy_bandwidth_gbps=copy_bw * 1e-9,
+        bandwidth_fraction=floor.bytes_us / timing.median_us, copy_bandwidth_gbps=copy_bw * 1e-9,
         best_baseline=best.name if best else None, best_baseline_us=best.median_us if best else None,
         speedup_vs_best=best.median_us / timing.median_us if best else None,
         speedups={lib: b.median_us / timing.median_us for lib, b in fastest_per_library(baselines).items()},

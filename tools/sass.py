@@ -8,6 +8,8 @@ refuses, wherever it came from (the candidate's text, or a header it included: C
 
 from __future__ import annotations
 
+import functools
+
 import os
 import re
 import shutil
@@ -129,8 +131,10 @@ def forbidden_instructions(listing: str) -> list[ForbiddenInstruction]:
     return found
 
 
+@functools.lru_cache(maxsize=4)
 def disassemble(cubin: bytes, timeout_s: float = 60.0) -> str:
-    """The `nvdisasm -c` listing; raises RuntimeError with a one-line reason when it cannot be made."""
+    """The `nvdisasm -c` listing; raises RuntimeError with a one-line reason when it cannot be made (a failure is
+    not cached). Cached: the contract check and the instruction mix read the same cubin's listing."""
     tool = find_disassembler()
     if tool is None:
         raise RuntimeError("not executed: nvdisasm not found (install nvidia-cuda-nvdisasm)")

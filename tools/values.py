@@ -11,6 +11,8 @@ the exact result is NaN or infinite (`element_ok`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
+
 import ml_dtypes
 import numpy as np
 
@@ -33,9 +35,11 @@ class Numerics:
     has_nan: bool
 
 
+@cache
 def numerics(name: str) -> Numerics:
-    info = ml_dtypes.finfo(dtype(name).logical)
+    """Cached: asked for by every draw, every bound and every output judged."""
     logical = dtype(name).logical
+    info = ml_dtypes.finfo(logical)
     return Numerics(unit_roundoff=float(info.eps) / 2, smallest_normal=float(info.smallest_normal),
                     smallest_subnormal=float(info.smallest_subnormal), largest=float(info.max),
                     has_inf=bool(np.isinf(np.array(np.inf).astype(logical))),

@@ -167,7 +167,7 @@ def needless_tools(candidate: KernelCandidate, result: CompileResult, sass: dict
     shared memory, which a kernel without any cannot have; synccheck for misused block barriers and warp-level
     synchronisation (shuffles and votes included), which a kernel without any cannot misuse. Judged from the
     machine code of every entry point, so the SASS must have been read."""
-    if not sass or set(sass) < {k.entry for k in candidate.kernels}:
+    if not sass or not {k.entry for k in candidate.kernels} <= set(sass):
         return {}
     out = {}
     static_shared = any(r.shared_bytes for r in result.resources.values())

@@ -102,6 +102,19 @@ __device__ __forceinline__ void sd_ld4_val(const value_t* p, unsigned long long 
 #endif
 }
 
+// Values of the nonzeros a .. a+3 (a a multiple of 4) as floats, 0 past nnz: one vector load when the whole
+// aligned quad lies inside the array (nnz long), else element by element.
+template <int SD_H>
+__device__ __forceinline__ void sd_quad_values(const value_t* __restrict__ values, int a, int nnz,
+                                               unsigned long long pol, float (&v)[4]) {
+    if (a + 4 <= nnz) {
+        sd_ld4_val<SD_H>(values + a, pol, v);
+    } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) v[e] = a + e < nnz ? sd_to_f32(__ldcs(values + a + e)) : 0.f;
+    }
+}
+
 // Column indices and values of the nonzeros a .. a+3 (a a multiple of 4); entries outside [lo, hi) get
 // column -1. The 16-byte loads are used when the whole aligned quad lies inside the arrays (nnz long).
 template <int SD_H>
@@ -111,19 +124,34 @@ __device__ __forceinline__ void sd_quad_load(const int* __restrict__ colind, con
     if (a + 4 <= nnz) {
         int4 ci = sd_ld4_i32<SD_H>(colind + a, pol);
         c[0] = ci.x; c[1] = ci.y; c[2] = ci.z; c[3] = ci.w;
-        sd_ld4_val<SD_H>(values + a, pol, v);
     } else {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            c[e] = a + e < nnz ? __ldcs(colind + a + e) : 0;
-            v[e] = a + e < nnz ? sd_to_f32(__ldcs(values + a + e)) : 0.f;
-        }
+        for (int e = 0; e < 4; ++e) c[e] = a + e < nnz ? __ldcs(colind + a + e) : 0;
     }
+    sd_quad_values<SD_H>(values, a, nnz, pol, v);
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
         const bool in = (a + e >= lo) && (a + e < hi);
         c[e] = in ? c[e] : -1;
     }
+}
+
+// acc += v[u][e] * x[c[u][e]] over UR loaded quads in order, entries with column -1 skipped (no gather); all
+// gathers of x are issued before the FMAs. SD_XL selects the gather: 0 read-only path with L1 allocation, 1 L2
+// only (.cg).
+template <int UR, int SD_XL>
+__device__ __forceinline__ void sd_quads_fma(const value_t* __restrict__ x, const int (&c)[UR][4],
+                                             const float (&v)[UR][4], float& acc) {
+    float xv[UR][4];
+#pragma unroll
+    for (int u = 0; u < UR; ++u)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+            xv[u][e] = c[u][e] >= 0 ? sd_to_f32(SD_XL ? __ldcg(x + c[u][e]) : __ldg(x + c[u][e])) : 0.f;
+#pragma unroll
+    for (int u = 0; u < UR; ++u)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc += (c[u][e] >= 0 ? v[u][e] : 0.f) * xv[u][e];
 }
 
 // Partial dot product of the nonzeros [lo, hi) with x, for one lane of a group of STRIDE lanes: the lane
@@ -147,16 +175,7 @@ __device__ __forceinline__ float sd_quad_walk(const int* __restrict__ colind, co
                 for (int e = 0; e < 4; ++e) { c[u][e] = -1; v[u][e] = 0.f; }
             }
         }
-        float xv[UR][4];
-#pragma unroll
-        for (int u = 0; u < UR; ++u)
-#pragma unroll
-            for (int e = 0; e < 4; ++e)
-                xv[u][e] = c[u][e] >= 0 ? sd_to_f32(SD_XL ? __ldcg(x + c[u][e]) : __ldg(x + c[u][e])) : 0.f;
-#pragma unroll
-        for (int u = 0; u < UR; ++u)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc += (c[u][e] >= 0 ? v[u][e] : 0.f) * xv[u][e];
+        sd_quads_fma<UR, SD_XL>(x, c, v, acc);
     }
     return acc;
 }

@@ -6,7 +6,6 @@ still has to confirm the instruction's definition itself. Both kernels also pass
 
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 import pytest
 
@@ -82,15 +81,15 @@ def mma_k64_e4m3(a_regs, b_regs, e):
 
 
 def f16(bits):
-    return float(np.array(bits, np.uint16).view(np.float16))
+    return float(to_float64(np.array(bits, np.uint16), "fp16"))
 
 
 def bf16(bits):
-    return float(np.array(bits, np.uint16).view(ml_dtypes.bfloat16))
+    return float(to_float64(np.array(bits, np.uint16), "bf16"))
 
 
 def e4m3(bits):
-    return float(np.array(bits, np.uint8).view(ml_dtypes.float8_e4m3fn))
+    return float(to_float64(np.array(bits, np.uint8), "fp8_e4m3"))
 
 
 def widen_e4m3x2(pair):

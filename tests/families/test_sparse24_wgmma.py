@@ -201,11 +201,11 @@ def wgmma_sp_k32(d_acc, a_desc, b_desc, e, smem, n, value, accumulate):
 
 
 def f16(bits):
-    return np.asarray(bits, np.uint16).view(np.float16).astype(np.float64)
+    return to_float64(np.asarray(bits, np.uint16), "fp16")
 
 
 def bf16(bits):
-    return (np.asarray(bits, np.uint16).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return to_float64(np.asarray(bits, np.uint16), "bf16")
 
 
 # ---- the whole kernel ---------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ tables, the operand orders checked element by element on the host (and the 2:4 r
 direct and torch routes do once and per call and on which stream (on stand-ins for the library, CuPy and torch),
 and (GPU) every working configuration's C against float64.
 
-The family's own package is written apart; these tests make its problem by hand and stand in for its
+These tests make their problems by hand, smaller than the family's shapes allow (K = 32), and stand in for its
 `decompress` with a plain format (kept values, and their position inside each group of four as metadata)."""
 
 from __future__ import annotations

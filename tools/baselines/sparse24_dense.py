@@ -96,14 +96,11 @@ def _host(array: Any) -> np.ndarray:
 def dense_a(gemm: Sparse24Gemm, problem: Problem, device: Mapping[str, Any]) -> np.ndarray:
     """A as a dense (M, K) array in its storage type, from the compressed values and metadata the harness holds.
 
-    The values go to `decompress` as float64, so the family's function need not know the storage of bf16/fp8."""
+    The values go to `decompress` as float64, read as the problem's input dtype says (not guessed from storage)."""
     from sparseditto.tools.families.sparse24_gemm.compression import decompress
 
     values = to_float64(_host(device["A_values"]), problem.input_dtypes.get("A_values", gemm.dtype))
-    dense = np.asarray(decompress(values, _host(device["A_meta"]), gemm.M, gemm.K), dtype=np.float64)
-    if dense.shape != (gemm.M, gemm.K):
-        raise ValueError(f"decompress returned shape {dense.shape}, expected {(gemm.M, gemm.K)}")
-    return to_storage(dense, gemm.dtype)
+    return to_storage(decompress(values, _host(device["A_meta"]), gemm.M, gemm.K), gemm.dtype)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,8 @@ from sparseditto.tools.dtypes import dtype as dtype_info
 from sparseditto.tools.dtypes import to_float64, to_storage
 from sparseditto.tools.families.base import Output, Problem, ProblemFamily
 from sparseditto.tools.launch_script import RUNTIME, launch_table, main_block
-from sparseditto.tools.matrices import check_matrix_file, generate_csr, load_matrix_file, matrix_shape, row_lengths, sorted_distinct_columns
+from sparseditto.tools.matrices import (check_matrix_file, generate_csr, matrix_shape, read_matrix, row_lengths,
+                                        sorted_distinct_columns)
 from sparseditto.tools.structure import sampled_bands, structural_features
 from sparseditto.tools.values import draw_values
 
@@ -120,14 +121,20 @@ def spec_matrix_shape(spec: CsrSpecFields) -> tuple[int, int, int]:
 
 
 def spec_matrix(spec: CsrSpecFields, rng: np.random.Generator, M: int | None = None, K: int | None = None) -> sp.csr_matrix:
-    """The sparse matrix for one trial; a file matrix keeps its pattern (cut to M x K) and gets fresh values per seed."""
+    """The sparse matrix for one trial; a file matrix keeps its pattern (cut to M x K) and gets fresh values per seed.
+    A file's matrix is the parsed file itself, shared (`read_matrix`): read it, do not modify it."""
     if isinstance(spec.pattern, MatrixFilePattern):
-        mat = load_matrix_file(spec.pattern)
+        mat = read_matrix(spec.pattern.path)
         if M is not None and (M, K) != mat.shape:
             mat = mat[:M, :K].tocsr()
         return mat
     sM, sK, _ = spec_matrix_shape(spec)
     return generate_csr(spec.pattern, M or sM, K or sK, np.float32, rng)
+
+
+def at_least_one(a: np.ndarray) -> np.ndarray:
+    """`a`, or one zero of its dtype when it is empty: a zero-length device array cannot be passed to a kernel."""
+    return a if len(a) else np.zeros(1, a.dtype)
 
 
 def csr_bytes(M: int, nnz: int, dtype: str) -> int:
@@ -259,9 +266,10 @@ class CsrFamily(ProblemFamily):
         counts when the whole matrix is at hand (a file)."""
         rng = np.random.default_rng(spec.seed)
         if isinstance(spec.pattern, MatrixFilePattern):
-            matrix = load_matrix_file(spec.pattern)
+            matrix = read_matrix(spec.pattern.path)  # the parsed file itself: only read here, never modified
             rows = sampled_bands(matrix.shape[0], rng)
-            return np.diff(matrix.indptr), matrix[rows], rows, np.bincount(matrix.indices, minlength=matrix.shape[1])
+            sample = matrix if len(rows) == matrix.shape[0] else matrix[rows]
+            return np.diff(matrix.indptr), sample, rows, np.bincount(matrix.indices, minlength=matrix.shape[1])
         M, K, _ = spec_matrix_shape(spec)
         lengths = row_lengths(spec.pattern, M, K, rng)
         rows = sampled_bands(M, rng)

@@ -68,12 +68,7 @@ __device__ __forceinline__ float sd_u16_walk(const int* __restrict__ colind, con
                 sd_quad_load<SD_H>(colind, values, aa, lo, hi, nnz, pol, c[u], v[u]);
             } else if (aa < hi) {
                 const uint2 off = sd_ld4_u16<SD_H>(col16 + aa, pol);
-                if (aa + 4 <= nnz) {
-                    sd_ld4_val<SD_H>(values + aa, pol, v[u]);
-                } else {
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) v[u][e] = aa + e < nnz ? sd_to_f32(__ldcs(values + aa + e)) : 0.f;
-                }
+                sd_quad_values<SD_H>(values, aa, nnz, pol, v[u]);
                 const unsigned int w[4] = {off.x & 0xffffu, off.x >> 16, off.y & 0xffffu, off.y >> 16};
 #pragma unroll
                 for (int e = 0; e < 4; ++e) c[u][e] = (aa + e >= lo && aa + e < hi) ? base + (int)w[e] : -1;
@@ -82,15 +77,7 @@ __device__ __forceinline__ float sd_u16_walk(const int* __restrict__ colind, con
                 for (int e = 0; e < 4; ++e) { c[u][e] = -1; v[u][e] = 0.f; }
             }
         }
-        float xv[UR][4];
-#pragma unroll
-        for (int u = 0; u < UR; ++u)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) xv[u][e] = c[u][e] >= 0 ? sd_to_f32(__ldg(x + c[u][e])) : 0.f;
-#pragma unroll
-        for (int u = 0; u < UR; ++u)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc += (c[u][e] >= 0 ? v[u][e] : 0.f) * xv[u][e];
+        sd_quads_fma<UR, 0>(x, c, v, acc);
     }
     return acc;
 }

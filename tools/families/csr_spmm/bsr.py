@@ -5,25 +5,26 @@ from __future__ import annotations
 import numpy as np
 
 from sparseditto.tools.families.base import Prepared, Problem
+from sparseditto.tools.families.csr_common import at_least_one
 from sparseditto.tools.matrices import sorted_unique
 
 _INT32_MAX = np.iinfo(np.int32).max
 
 
-def _block_keys(rowptr: np.ndarray, colind: np.ndarray, BR: int, BC: int) -> tuple[np.ndarray, int]:
+def _block_keys(rowptr: np.ndarray, colind: np.ndarray, BR: int, BC: int) -> tuple[np.ndarray, int, np.ndarray]:
     """Each nonzero's block as the key block_row * block_cols + block_col (rows and columns of blocks in
-    order), and block_cols (any bound above the block columns)."""
+    order), block_cols (any bound above the block columns), and each nonzero's row."""
     rowptr = np.asarray(rowptr, dtype=np.int64)
     colind = np.asarray(colind, dtype=np.int64)
     block_cols = int(colind.max()) // BC + 1 if len(colind) else 1
     rows = np.repeat(np.arange(len(rowptr) - 1, dtype=np.int64), np.diff(rowptr))
-    return (rows // BR) * block_cols + colind // BC, block_cols
+    return (rows // BR) * block_cols + colind // BC, block_cols, rows
 
 
 def block_fill(rowptr: np.ndarray, colind: np.ndarray, BR: int, BC: int) -> float:
     """Stored values over true nonzeros of the BR x BC blocking (1 for a matrix of full blocks): the bytes and
     products a BSR kernel spends per useful one, so a planner can refuse BSR before preparing it."""
-    keys, _ = _block_keys(rowptr, colind, BR, BC)
+    keys, _, _ = _block_keys(rowptr, colind, BR, BC)
     return len(sorted_unique(keys)) * BR * BC / max(len(keys), 1)
 
 
@@ -45,18 +46,17 @@ def bsr_blocks(problem: Problem, params: dict[str, int]) -> Prepared:
     values = np.asarray(problem.inputs["values"])
     M = len(rowptr) - 1
     n_brows = -(-M // BR)
-    keys, block_cols = _block_keys(rowptr, colind, BR, BC)
+    keys, block_cols, rows = _block_keys(rowptr, colind, BR, BC)
     blocks = sorted_unique(keys)
     n_blocks = len(blocks)
     if n_blocks > _INT32_MAX:
         raise ValueError(f"{n_blocks} blocks of {BR} x {BC}: more than int32 block indexes")
     bsr_ptr = np.zeros(n_brows + 1, dtype=np.int64)
     np.cumsum(np.bincount(blocks // block_cols, minlength=n_brows), out=bsr_ptr[1:])
-    rows = np.repeat(np.arange(M, dtype=np.int64), np.diff(rowptr))
     place = np.searchsorted(blocks, keys) * (BR * BC) + (rows % BR) * BC + colind % BC
     bsr_vals = np.zeros(max(n_blocks, 1) * BR * BC, dtype=values.dtype)
     bsr_vals[place] = values
-    bsr_col = (blocks % block_cols).astype(np.int32) if n_blocks else np.zeros(1, np.int32)
+    bsr_col = at_least_one((blocks % block_cols).astype(np.int32))
     stored = n_blocks * BR * BC
     arrays = {"bsr_ptr": bsr_ptr.astype(np.int32), "bsr_col": bsr_col, "bsr_vals": bsr_vals}
     return arrays, {"n_brows": n_brows, "n_blocks": n_blocks, "fill_permille": -(-1000 * stored // max(len(keys), 1))}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from sparseditto.tools.families.base import Prepared, Problem
+from sparseditto.tools.families.csr_common import at_least_one
 from sparseditto.tools.matrices import sorted_unique
 
 
@@ -47,7 +48,7 @@ def row_group_union(problem: Problem, params: dict[str, int]) -> Prepared:
     row_in_group = np.repeat(np.arange(M, dtype=np.int64) % 8, np.diff(rowptr))
     tile_pos = (row_in_group * (max_union + 8) + nnz_slot_global - union_start[group_of_nnz]).astype(np.int32)
     arrays = {"group_cols": group_cols, "group_ptr": starts.astype(np.int32),
-              "nnz_tile_pos": tile_pos if len(tile_pos) else np.zeros(1, np.int32)}
+              "nnz_tile_pos": at_least_one(tile_pos)}
     return arrays, {"n_groups": n_groups, "max_union": max_union}
 
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from sparseditto.tools.structure import H200_L2_BYTES
+
 COPY_BYTES_PER_US = 4.25e6  # 4.25 TB/s
-L2_BYTES = 60 * 2**20
 LAUNCH_US = 2.5  # one kernel launch with its ramp-up and drain, as a floor per launch
 SECTOR = 32  # bytes a scattered x read costs when x does not stay in L2
 # scattered x reads the whole GPU completes per microsecond: 16.8M random-column reads (x in L2) in 116.9 us,
@@ -36,7 +37,7 @@ def x_bytes(f: Mapping[str, float], value_bytes: int) -> float:
     """x read once from DRAM while it fits in L2; beyond that, half of the scattered reads miss and cost a
     sector each."""
     once = f["cols"] * value_bytes
-    if once <= L2_BYTES / 2:
+    if once <= H200_L2_BYTES / 2:
         return once
     return once + scattered_reads(f) * SECTOR / 2
 
@@ -115,7 +116,3 @@ def predicted_us(kernel: str, start: Mapping[str, int], f: Mapping[str, float], 
         raise KeyError(f"no cost model for {kernel}")
     return max(moved / bandwidth, gathers / GATHERS_PER_US, tail) + LAUNCH_US * launches
 
-
-def moved_bytes_csr(f: Mapping[str, float], value_bytes: int) -> float:
-    """The CSR format's bytes (the baseline's format): what the bandwidth floor of a CSR kernel is measured on."""
-    return csr_bytes(f, value_bytes)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from sparseditto.tools.families.base import Prepared, Problem
+from sparseditto.tools.families.csr_common import at_least_one
 
 
 def diagonals(problem: Problem, params: dict[str, int]) -> Prepared:
@@ -60,9 +61,6 @@ def diagonals(problem: Problem, params: dict[str, int]) -> Prepared:
     rowptr_rest = np.zeros(M + 1, dtype=np.int32)
     np.cumsum(np.bincount(rows[rest], minlength=M), out=rowptr_rest[1:])
     rest_nnz = int(rest.sum())
-
-    def at_least_one(a: np.ndarray) -> np.ndarray:
-        return a if len(a) else np.zeros(1, a.dtype)
 
     arrays = {
         "dia_offsets": at_least_one(offsets.astype(np.int32)),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from sparseditto.tools.families.base import Prepared, Problem
+from sparseditto.tools.families.csr_common import at_least_one
 
 
 def merge_coordinates(rowptr: np.ndarray, diagonals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -51,9 +52,6 @@ def merge_path(problem: Problem, params: dict[str, int]) -> Prepared:
     # the tiles whose open row at the end is that row are contiguous: the first one is found by a sorted search
     fix_first = np.searchsorted(next_row, first_row[fix_tile], side="left")
 
-    def at_least_one(a: np.ndarray) -> np.ndarray:
-        return a.astype(np.int32) if len(a) else np.zeros(1, np.int32)
-
     arrays = {"tile_row": tile_row.astype(np.int32), "tile_nz": tile_nz.astype(np.int32),
-              "fix_tile": at_least_one(fix_tile), "fix_first": at_least_one(fix_first)}
+              "fix_tile": at_least_one(fix_tile.astype(np.int32)), "fix_first": at_least_one(fix_first.astype(np.int32))}
     return arrays, {"n_tiles": n_tiles, "n_fix": len(fix_tile)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from sparseditto.tools.families.base import Prepared, Problem
+from sparseditto.tools.families.csr_common import at_least_one
 
 
 def long_row_chunk_ptr(problem: Problem, params: dict[str, int]) -> Prepared:
@@ -23,9 +24,6 @@ def long_row_chunk_ptr(problem: Problem, params: dict[str, int]) -> Prepared:
     ptr = np.zeros(len(per_row) + 1, dtype=np.int64)
     np.cumsum(per_row, out=ptr[1:])
     multi = np.flatnonzero(per_row > 1).astype(np.int32)
-
-    def at_least_one(a: np.ndarray) -> np.ndarray:  # a zero-length device array cannot be passed
-        return a if len(a) else np.zeros(1, np.int32)
 
     arrays = {"long_rows": at_least_one(long_rows), "chunk_long_index": at_least_one(chunk_long_index),
               "chunk_start": at_least_one(chunk_start), "long_chunk_ptr": ptr.astype(np.int32),

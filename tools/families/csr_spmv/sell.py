@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from sparseditto.tools.families.base import Prepared, Problem
+from sparseditto.tools.families.csr_common import at_least_one
 
 _INT32_MAX = np.iinfo(np.int32).max
 
@@ -66,9 +67,6 @@ def sell_c_sigma(problem: Problem, params: dict[str, int]) -> Prepared:
         dst = slice_ptr[rows_sorted // C] + k * C + rows_sorted % C
         sell_cols[dst] = colind[src]
         sell_vals[dst] = values[src]
-
-    def at_least_one(a: np.ndarray) -> np.ndarray:  # a zero-length device array cannot be passed
-        return a if len(a) else np.zeros(1, a.dtype)
 
     arrays = {"sell_cols": sell_cols, "sell_vals": sell_vals,
               "slice_ptr": at_least_one(slice_ptr[:-1].astype(np.int32)),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from sparseditto.tools.families.base import Prepared, Problem
+from sparseditto.tools.families.csr_common import at_least_one
 
 SPAN = 1 << 16  # offsets 0 .. 65535
 
@@ -45,5 +46,5 @@ def csr_u16(problem: Problem, params: dict[str, int]) -> Prepared:
     inside = fits[rows]
     col16[:nnz][inside] = (colind[inside] - low[rows[inside]]).astype(np.uint16)
 
-    arrays = {"col16": col16, "row_base": row_base.astype(np.int32) if M else np.zeros(1, np.int32)}
+    arrays = {"col16": col16, "row_base": at_least_one(row_base.astype(np.int32))}
     return arrays, {"n_wide_rows": int((~fits).sum()), "wide_nnz": int(lengths[~fits].sum())}

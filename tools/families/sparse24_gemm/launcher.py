@@ -11,9 +11,9 @@ if TYPE_CHECKING:
     from sparseditto.spec import SpecBase
 
 
-def sparse24_launcher(candidate: KernelCandidate, spec: SpecBase, arch: str, out_dtype: str) -> str:
+def sparse24_launcher(candidate: KernelCandidate, spec: SpecBase, arch: str, out_dtype: str, act: int) -> str:
+    """`act` is the kernels' activation code of the spec's epilogue (the family's ACTIVATIONS)."""
     epilogue = spec.epilogue
-    act = {"none": 0, "relu": 1, "gelu_tanh": 2}[epilogue.activation]
     storage = {"fp16": "cupy.float16", "bf16": "cupy.uint16 (bf16 bits)", "fp8_e4m3": "cupy.uint8 (e4m3 bits)"}[spec.dtype]
     out_storage = "cp.float16" if out_dtype == "fp16" else "cp.uint16"
     usage = (f"usage: python launch.py [--help]\n\n"

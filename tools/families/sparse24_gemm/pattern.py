@@ -31,24 +31,10 @@ def magnitude_positions(dense: np.ndarray) -> np.ndarray:
 
 @lru_cache(maxsize=4)
 def _load(path: str, size: int, mtime: int) -> np.ndarray:
-    return np.load(path, allow_pickle=False, mmap_mode="r")
-
-
-def load_dense(path: Path) -> np.ndarray:
-    """The dense matrix of a .npy file (read once per process and file version, memory-mapped): two dimensions,
-    a real floating or integer type, finite, M a multiple of 16 and K of 64; SpecError naming pattern.path
-    otherwise."""
+    """The checked dense matrix of one file version: a refused file raises, and is not cached."""
     where = f"pattern.path: {clip_path(Path(path))}"
     try:
-        stat = Path(path).stat()
-        if Path(path).suffix != ".npy":
-            raise SpecError(f"{where}: not a .npy file; give the dense matrix saved with numpy.save", field="pattern.path")
-        if stat.st_size > MAX_DENSE_BYTES:
-            raise SpecError(f"{where}: {stat.st_size >> 20} MiB, more than the {MAX_DENSE_BYTES >> 30} GiB a dense "
-                            "weight file may have", field="pattern.path")
-        dense = _load(str(path), stat.st_size, stat.st_mtime_ns)
-    except SpecError:
-        raise
+        dense = np.load(path, allow_pickle=False, mmap_mode="r")
     except (OSError, ValueError) as exc:
         raise SpecError(f"{where}: cannot be read as a .npy array ({type(exc).__name__})", field="pattern.path") from None
     if dense.ndim != 2 or dense.dtype.kind not in "fiu":
@@ -62,3 +48,20 @@ def load_dense(path: Path) -> np.ndarray:
         raise SpecError(f"{where}: holds NaN or infinite values; magnitude pruning needs finite weights",
                         field="pattern.path")
     return dense
+
+
+def load_dense(path: Path) -> np.ndarray:
+    """The dense matrix of a .npy file (read and checked once per process and file version, memory-mapped): two
+    dimensions, a real floating or integer type, finite, M a multiple of 16 and K of 64; SpecError naming
+    pattern.path otherwise."""
+    where = f"pattern.path: {clip_path(Path(path))}"
+    try:
+        stat = Path(path).stat()
+    except (OSError, ValueError) as exc:
+        raise SpecError(f"{where}: cannot be read as a .npy array ({type(exc).__name__})", field="pattern.path") from None
+    if Path(path).suffix != ".npy":
+        raise SpecError(f"{where}: not a .npy file; give the dense matrix saved with numpy.save", field="pattern.path")
+    if stat.st_size > MAX_DENSE_BYTES:
+        raise SpecError(f"{where}: {stat.st_size >> 20} MiB, more than the {MAX_DENSE_BYTES >> 30} GiB a dense "
+                        "weight file may have", field="pattern.path")
+    return _load(str(path), stat.st_size, stat.st_mtime_ns)

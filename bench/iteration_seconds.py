@@ -1,0 +1,29 @@
+"""Where each spec's device time went: per run folder, every iteration's wall seconds, its stage seconds (those a
+stage records) and why the sanitizer did or did not run. `python3 bench/iteration_seconds.py RUNS_DIR > out.json`"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+
+def iteration_row(it: dict) -> dict:
+    feedback = {f["stage"]: f for f in it["report"]["feedback"]}
+    sanitizer = feedback.get("sanitizer", {})
+    return {"iteration": it["iteration"], "candidate": it["candidate"], "seconds": round(it["seconds"], 1),
+            "stage_seconds": {s: round(f["evidence"]["seconds"], 1) for s, f in feedback.items()
+                              if isinstance(f.get("evidence", {}).get("seconds"), (int, float))},
+            "sanitizer": f"{sanitizer.get('status')}: {sanitizer.get('message')}" if sanitizer else None}
+
+
+def main(runs_dir: Path) -> None:
+    runs = {}
+    for result in sorted(runs_dir.glob("*/result.json")):
+        data = json.loads(result.read_text())
+        runs[result.parent.name] = [iteration_row(it) for it in data.get("iterations", [])]
+    print(json.dumps(runs, indent=1))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
