@@ -6,6 +6,8 @@
 # spmv: a subset of the matrix suite (evals/matrix_suite.py) written on the device, then `sparseditto eval --matrices`
 #   SpMV fp32 at budget 3 (results.jsonl is appended per spec, so a cut-off run keeps what finished).
 # spmm: the same for SpMM fp16 and fp32 at N=32 on the matrices with dense blocks or shared columns.
+# check: the Hopper 2:4 kernel's GPU test alone (a hang must not cost the rest), the 2:4 family's kernel variants
+#   beside every baseline (bench/explore_kernels.py), then every other GPU test.
 # final: the 2:4 family's 4096^3 and decode specs through the pipeline (budget 2), then `spmv` on five matrices.
 set -u
 what=$1; out=$2
@@ -14,6 +16,14 @@ export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >/dev/null 2>&1 || exit 1
 mats=/tmp/issue14_matrices; mkdir -p $mats
 case $what in
+  check)
+    timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/tools/test_reference_kernels_gpu.py -k wgmma 2>&1 \
+      | tee "$out/gpu_tests_wgmma_h200.txt" | tail -n 15
+    timeout ${EXPLORE_SECONDS:-200} python3 bench/explore_kernels.py "$out" examples/sparse24_fp16_4096.yaml \
+      examples/sparse24_fp16_decode.yaml examples/sparse24_fp16_8192.yaml 2>&1 | tee "$out/explore_sp24.txt" | tail -n 40
+    timeout ${TESTS_SECONDS:-260} python3 -m pytest -q -m gpu -p no:cacheprovider tests -k "not wgmma" 2>&1 \
+      | tee "$out/gpu_tests_all_h200.txt" | tail -n 25
+    ;;
   kernels)
     timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/tools/test_reference_kernels_gpu.py \
       -k "${KERNELS:-merge_path or u16 or bsr or sp24}" 2>&1 | tee "$out/gpu_tests_issue14_h200.txt" | tail -n 25
