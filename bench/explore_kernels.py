@@ -1,34 +1,21 @@
 """Times reference-kernel parameter variants and every baseline configuration on the issue's specs.
 
-Run on the GPU machine: `python bench/explore_kernels.py OUT_DIR [SPEC ...]`. It prints one table
-(candidate variants and baselines per spec, with correctness) and writes the full rows as JSON. It is
+Run on the GPU machine: `python bench/explore_kernels.py OUT_DIR [SPEC ...]`. Each variant goes through the
+pipeline's verifier (without sanitizer and profiler); it prints one line per variant and a summary, and writes the
+full rows, every baseline configuration included, as JSON. It is
 how the planner's starting parameters and parameter spaces were chosen; see bench/NOTES.md.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import sys
-import tempfile
-import time
 from pathlib import Path
-
-import cupy as cp
-import numpy as np
 
 from sparseditto.knowledge_base.library import get_kernel
 from sparseditto.spec import load_spec
-from sparseditto.tools.compiler import compile_source
-from sparseditto.tools.dtypes import dtype as dtype_info
-from sparseditto.tools.baselines import baseline_calls
-from sparseditto.tools.families import get_family
-from sparseditto.tools.dtypes import to_float64
-from sparseditto.tools.correctness import rel_error
-from sparseditto.tools.runner import Launcher, device_info
-from sparseditto.tools.timing import L2Flusher, device_copy_bandwidth, time_call
-
-ROOT = Path(__file__).resolve().parents[1]
+from sparseditto.tools.device import detect
+from sparseditto.tools.verifier import GpuVerifier
 
 
 def variants(spec) -> list[tuple[str, dict[str, int]]]:
@@ -67,74 +54,39 @@ def variants(spec) -> list[tuple[str, dict[str, int]]]:
 def main(out_dir: str, spec_paths: list[str]) -> None:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    info = device_info()
-    flush = L2Flusher()
-    copy_bw = device_copy_bandwidth(flush)
-    print(f"device {info}  copy bandwidth {copy_bw / 1e12:.2f} TB/s", flush=True)
+    arch = (detect().gpu or {}).get("arch", "sm_90")
+    # the pipeline's own harness (fresh inputs, held-out shapes, every run checked, every baseline configuration
+    # timed beside it), without the sanitizer and the profiler
+    verifier = GpuVerifier(arch=arch, trials=2, timeout_s=180, runs=20, sanitize=False, profile=False)
     rows = []
-    tmp = Path(tempfile.mkdtemp())
     for path in spec_paths:
         spec = load_spec(path)
-        family = get_family(spec.family)
-        problem = family.make_problem(spec, seed=12345)
-        (ref,) = family.reference(problem).values()
-        tol = family.tolerance(spec.dtype)
-        floor_us = family.min_bytes(problem.symbols, spec.dtype) / copy_bw * 1e6
-        print(f"\n== {spec.name}: {problem.symbols} floor {floor_us:.1f} us", flush=True)
-        first = None
+        print(f"\n== {spec.name}", flush=True)
         for name, params in variants(spec):
             cand = get_kernel(name).instantiate(params)
-            res = compile_source(cand.source, cand.compile_arch(info["arch"]), cand.defines(dtype_info(spec.dtype).code))
-            row = {"spec": spec.name, "kind": "candidate", "name": cand.label(), "floor_us": floor_us}
-            if not res.ok:
-                row.update(error=res.log[-500:])
-                rows.append(row)
-                print(f"  {cand.label():70s} COMPILE ERROR", flush=True)
-                continue
-            cubin = tmp / f"{len(rows)}_{name}.cubin"
-            cubin.write_bytes(res.cubin)
-            module = cp.RawModule(path=str(cubin))
-            launcher = Launcher(cand, module, problem, info["sms"])
-            launcher.poison()
-            launcher.run()
-            cp.cuda.Device().synchronize()
-            err = rel_error(launcher.result(), ref)
-            t = time_call(launcher.run, flush, runs=30)
-            regs = {k: v.registers for k, v in res.resources.items()}
-            row.update(us=t.median_us, p10=t.p10_us, p90=t.p90_us, rel_error=err, ok=err <= tol, regs=regs,
-                       prep_ms=launcher.preparation_ms)
+            report = verifier.verify(cand, spec)
+            m = report.measurement
+            problems = [f"{f.stage}: {f.message[:160]}" for f in report.feedback if f.status in {"failed", "error"}]
+            row = {"spec": spec.name, "candidate": cand.label(), "correct": report.correct,
+                   "us": m.median_us if m else None, "gflops": m.achieved_gflops if m else None,
+                   "peak_gflops": m.peak_gflops if m else None, "best_baseline": m.best_baseline if m else None,
+                   "best_baseline_us": m.best_baseline_us if m else None, "speedups": m.speedups if m else {},
+                   "registers": {k: r.registers for k, r in report.resources.items()}, "problems": problems,
+                   "baselines": [b.model_dump() for b in report.baselines]}
             rows.append(row)
-            print(f"  {cand.label():70s} {t.median_us:9.1f} us  err {err:.1e} {'OK' if err <= tol else 'WRONG'} regs {regs}", flush=True)
-            if first is None:
-                first = launcher
-            else:
-                del launcher
-        device_inputs = {k: first.arrays[k] for k in problem.inputs}
-        for call in baseline_calls(spec.family, spec.baselines, problem, device_inputs):
-            call.run()
-            cp.cuda.Device().synchronize()
-            err = rel_error(to_float64(call.output.get(), spec.dtype), ref)
-            t = time_call(call.run, flush, runs=30)
-            rows.append({"spec": spec.name, "kind": "baseline", "name": call.name, "library": call.library,
-                         "config": call.config, "us": t.median_us, "rel_error": err, "floor_us": floor_us})
-            print(f"  BASE {call.name:65s} {t.median_us:9.1f} us  err {err:.1e}", flush=True)
-        del first
-        cp.get_default_memory_pool().free_all_blocks()
-        # after every spec, so that a run cut off by its time limit keeps the specs it finished
-        (out / "explore.json").write_text(json.dumps({"device": info, "copy_bandwidth": copy_bw, "rows": rows}, indent=1))
-    print("\nSUMMARY (best correct candidate vs best baseline)")
+            line = f"  {cand.label():62s} "
+            line += (f"{m.median_us:9.1f} us {m.achieved_gflops / 1e3:7.1f} TFLOP/s  best {m.best_baseline} "
+                     f"{m.best_baseline_us:.1f} us  x{m.speedup_vs_best or 0:.2f}") if m else f"NO TIME {problems[:2]}"
+            print(line, flush=True)
+            # after every candidate, so that a run cut off by its time limit keeps what it measured
+            (out / "explore.json").write_text(json.dumps({"arch": arch, "rows": rows}, indent=1))
+    print("\nSUMMARY (best correct candidate; each library's fastest correct configuration)")
     for spec_name in dict.fromkeys(r["spec"] for r in rows):
-        cands = [r for r in rows if r["spec"] == spec_name and r["kind"] == "candidate" and r.get("ok")]
-        bases = [r for r in rows if r["spec"] == spec_name and r["kind"] == "baseline" and r["rel_error"] < 1e-2]
-        bc = min(cands, key=lambda r: r["us"]) if cands else None
-        bb = {}
-        for r in bases:
-            if r["library"] not in bb or r["us"] < bb[r["library"]]["us"]:
-                bb[r["library"]] = r
-        line = f"{spec_name:28s} best {bc['name'] if bc else '-':60s} {bc['us'] if bc else float('nan'):8.1f} us"
-        for lib, r in bb.items():
-            line += f" | {lib} {r['us']:.1f} ({r['name']})"
-        print(line)
+        mine = [r for r in rows if r["spec"] == spec_name and r["correct"] and r["us"]]
+        best = min(mine, key=lambda r: r["us"]) if mine else None
+        libs = best["speedups"] if best else {}
+        print(f"{spec_name:24s} {best['candidate'] if best else '-':58s} {best['us'] if best else float('nan'):8.1f} us "
+              + " ".join(f"{lib} x{v:.2f}" for lib, v in libs.items()))
 
 
 if __name__ == "__main__":

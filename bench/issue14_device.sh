@@ -20,8 +20,8 @@ case $what in
     timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/tools/test_reference_kernels_gpu.py -k wgmma 2>&1 \
       | tee "$out/gpu_tests_wgmma_h200.txt" | tail -n 15
     timeout ${EXPLORE_SECONDS:-200} python3 bench/explore_kernels.py "$out" examples/sparse24_fp16_4096.yaml \
-      examples/sparse24_fp16_decode.yaml examples/sparse24_fp16_8192.yaml 2>&1 | tee "$out/explore_sp24.txt" | tail -n 40
-    timeout ${TESTS_SECONDS:-260} python3 -m pytest -q -m gpu -p no:cacheprovider tests -k "not wgmma" 2>&1 \
+      examples/sparse24_fp16_decode.yaml examples/sparse24_bf16_8192.yaml 2>&1 | tee "$out/explore_sp24.txt" | tail -n 40
+    timeout ${TESTS_SECONDS:-260} python3 -m pytest -q -m gpu -p no:cacheprovider --durations=25 tests -k "not wgmma" 2>&1 \
       | tee "$out/gpu_tests_all_h200.txt" | tail -n 25
     ;;
   kernels)
