@@ -9,6 +9,7 @@ how the planner's starting parameters and parameter spaces were chosen; see benc
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -26,10 +27,10 @@ def variants(spec) -> list[tuple[str, dict[str, int]]]:
             for mt, nt, warps, u in ((2, 2, 8, 2), (1, 2, 8, 2), (2, 2, 4, 4), (4, 2, 8, 1)):
                 out.append(("sp24_skinny", {"MT": mt, "NT": nt, "WARPS": warps, "UNROLL": u}))
             return out
-        out.append(("sp24_mma_sp", {"BM": 128, "BN": 128, "BK": 64, "WM": 2, "WN": 4, "STAGES": 4}))
-        # last: the Hopper kernel has not run before, and a hang must not cost the rows above
-        for bm, bn, bk, stages in ((128, 256, 64, 4), (128, 256, 64, 5), (256, 128, 64, 5), (128, 128, 64, 6),
-                                   (128, 128, 128, 4), (256, 64, 64, 6)):
+        if os.environ.get("SP24_TILED", "1") == "1":
+            out.append(("sp24_mma_sp", {"BM": 128, "BN": 128, "BK": 64, "WM": 2, "WN": 4, "STAGES": 4}))
+        # last: a hang of the Hopper kernel must not cost the rows above
+        for bm, bn, bk, stages in ((128, 256, 64, 4), (256, 128, 64, 4), (128, 128, 64, 6))[:int(os.environ.get("SP24_WGMMA", "3"))]:
             out.append(("sp24_wgmma_sp", {"BM": bm, "BN": bn, "BK": bk, "STAGES": stages}))
         return out
     if spec.family == "csr_spmv":

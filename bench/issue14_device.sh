@@ -6,8 +6,9 @@
 # spmv: a subset of the matrix suite (evals/matrix_suite.py) written on the device, then `sparseditto eval --matrices`
 #   SpMV fp32 at budget 3 (results.jsonl is appended per spec, so a cut-off run keeps what finished).
 # spmm: the same for SpMM fp16 and fp32 at N=32 on the matrices with dense blocks or shared columns.
-# check: the Hopper 2:4 kernel's GPU test alone (a hang must not cost the rest), the 2:4 family's kernel variants
-#   beside every baseline (bench/explore_kernels.py), then every other GPU test.
+# check: the Hopper 2:4 kernel's GPU test alone (a hang must not cost the rest), its variants beside every baseline
+#   at 4096^3 fp16 and 8192^3 bf16 (bench/explore_kernels.py), then the GPU tests named by TESTS (verbose, so that a
+#   run cut off by its limit still says which passed).
 # final: the 2:4 family's 4096^3 and decode specs through the pipeline (budget 2), then `spmv` on five matrices.
 set -u
 what=$1; out=$2
@@ -19,19 +20,13 @@ case $what in
   check)
     timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/tools/test_reference_kernels_gpu.py -k wgmma 2>&1 \
       | tee "$out/gpu_tests_wgmma_h200.txt" | tail -n 15
-    timeout ${EXPLORE_SECONDS:-200} python3 bench/explore_kernels.py "$out" examples/sparse24_fp16_4096.yaml \
-      examples/sparse24_fp16_decode.yaml examples/sparse24_bf16_8192.yaml 2>&1 | tee "$out/explore_sp24.txt" | tail -n 40
-    timeout ${TESTS_SECONDS:-260} python3 -m pytest -q -m gpu -p no:cacheprovider --durations=25 tests -k "not wgmma" 2>&1 \
-      | tee "$out/gpu_tests_all_h200.txt" | tail -n 25
-    ;;
-  kernels)
-    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/tools/test_reference_kernels_gpu.py \
-      -k "${KERNELS:-merge_path or u16 or bsr or sp24}" 2>&1 | tee "$out/gpu_tests_issue14_h200.txt" | tail -n 25
-    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/tools/test_contract_v2.py \
-      tests/tools/test_sparse24_baselines.py 2>&1 | tee "$out/gpu_tests_issue14_more_h200.txt" | tail -n 25
-    [ -n "${PROBE-1}" ] || exit 0
-    timeout 200 python3 bench/sparse24_baselines_probe.py --out "$out" 2>&1 | tail -n 25
-    timeout 120 python3 bench/sparse24_epilogue_graph.py "$out" 2>&1 | tail -n 6
+    SP24_TILED=0 timeout ${EXPLORE_SECONDS:-200} python3 bench/explore_kernels.py "$out" examples/sparse24_fp16_4096.yaml 2>&1 \
+      | tee "$out/explore_sp24.txt" | tail -n 8
+    mkdir -p "$out/bf16"; SP24_TILED=0 SP24_WGMMA=2 timeout ${EXPLORE_SECONDS:-200} python3 bench/explore_kernels.py "$out/bf16" \
+      examples/sparse24_bf16_8192.yaml 2>&1 | tee "$out/bf16/explore_sp24.txt" | tail -n 6
+    timeout ${TESTS_SECONDS:-260} python3 -m pytest -v -m gpu -p no:cacheprovider --durations=15 \
+      tests/tools/test_sparse24_baselines.py tests/tools/test_run_checks.py tests/tools/test_reference_kernels_gpu.py \
+      -k "${TESTS:-not wgmma}" 2>&1 | tee "$out/gpu_tests_h200.txt" | grep -E "PASSED|FAILED|ERROR|passed|failed" | tail -n 40
     ;;
   final)
     for s in sparse24_fp16_4096 sparse24_fp16_decode; do

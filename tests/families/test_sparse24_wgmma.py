@@ -256,7 +256,7 @@ def emulate(p, params, dtype, pair_swap=False, a_mode=2):
 CASES = [
     # whole slabs past M, K not a multiple of BK (half a tile of zero fill), N a multiple of 8 with a tail in the
     # second 64-column block of the last tile: the cp.async path
-    ("fp16", {"BM": 128, "BN": 128, "BK": 128, "STAGES": 2}, (208, 320, 200)),
+    ("fp16", {"BM": 128, "BN": 128, "BK": 128, "STAGES": 3}, (208, 320, 200)),
     # two slabs per consumer, N not a multiple of 8 and past 64 columns: the element path
     ("bf16", {"BM": 256, "BN": 128, "BK": 64, "STAGES": 3}, (272, 192, 125)),
 ]
@@ -271,14 +271,14 @@ def test_emulated_kernel_gives_a_times_b(dtype, params, shape):
 
 def test_a_wrong_metadata_lane_pair_changes_the_product():
     p, A, B = problem("fp16", 128, 64, 64, seed=8)
-    params = {"BM": 128, "BN": 64, "BK": 64, "STAGES": 2}
+    params = {"BM": 128, "BN": 64, "BK": 64, "STAGES": 3}
     assert not np.allclose(emulate(p, params, "fp16", pair_swap=True), A @ B)
 
 
 def test_a_wrong_swizzle_in_the_a_descriptor_changes_the_product():
     """128-byte instead of the 64-byte swizzle TMA wrote: rows read their compressed values from the wrong chunks."""
     p, A, B = problem("bf16", 128, 64, 64, seed=9)
-    params = {"BM": 128, "BN": 64, "BK": 64, "STAGES": 2}
+    params = {"BM": 128, "BN": 64, "BK": 64, "STAGES": 3}
     assert not np.allclose(emulate(p, params, "bf16", a_mode=1), A @ B)
 
 
@@ -289,7 +289,7 @@ def test_stored_metadata_has_no_zero_word():
 
 
 def test_shared_memory_holds_stages_barriers_and_alignment():
-    for params in ({"BM": 128, "BN": 256, "BK": 64, "STAGES": 4}, {"BM": 256, "BN": 128, "BK": 128, "STAGES": 2}):
+    for params in ({"BM": 128, "BN": 256, "BK": 64, "STAGES": 4}, {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3}):
         kern = Kernel(params)
         declared = evaluate(get_kernel("sp24_wgmma_sp").kernels[0].shared_bytes, {**params, "value_bytes": 2})
         assert declared == kern.STAGES * kern.stage_bytes + 16 * kern.STAGES + 1024  # stages, barriers, rounding
@@ -347,7 +347,7 @@ def test_pipeline_never_reads_early_nor_overwrites_unreleased_stages(stages, til
 # ---- the real kernel through the compile-only verifier, and the planner's start ---------------------------------
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
-@pytest.mark.parametrize("params", [WGMMA_START, {"BM": 256, "BN": 128, "BK": 128, "STAGES": 2},
+@pytest.mark.parametrize("params", [WGMMA_START, {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3},
                                     {"BM": 128, "BN": 64, "BK": 64, "STAGES": 6}], ids=["start", "tall", "narrow"])
 def test_kernel_passes_the_compile_only_verifier(dtype, params):
     spec = parse_spec({"operation": "spmm", "pattern": {"kind": "n_m"}, "M": 4096, "K": 4096, "N": 4096, "dtype": dtype,

@@ -14,7 +14,7 @@ summary: >
   logical columns, one producer thread loads the compressed A tile (TMA, 64-byte swizzle, K-major) and its
   metadata words (TMA, in the family's stored order, which already is the order wgmma.sp reads) while all 128
   producer threads copy the B tile with 16-byte cp.async (element by element when N is not a multiple of 8)
-  into the 128-byte-swizzled N-major layout; STAGES stages are in flight, each guarded by a full and an empty
+  into the 128-byte-swizzled N-major layout and signal it once it has landed, one tile later; STAGES stages are in flight, each guarded by a full and an empty
   mbarrier. B does not go through TMA because a tensor map needs 16-byte row strides, which an N not a multiple
   of 8 does not have. Edges: TMA zero-fills rows past M and columns past K, cp.async zero-fills B past K and N,
   and zero metadata words (only ever zero-fill: a stored word has no zero code) become a valid code. The
@@ -26,7 +26,7 @@ parameters:
   BM: [128, 256]
   BN: [64, 128, 256]
   BK: [64, 128]
-  STAGES: [2, 3, 4, 5, 6]
+  STAGES: [3, 4, 5, 6]  # the producer signals a tile's B one tile late: with 2 stages it would wait on itself
 constraints:  # over the parameters and the problem symbols; a choice breaking one is never tried
   - "value_bytes == 2"
   - "(BM // 128) * BN <= 256"
@@ -67,7 +67,7 @@ accumulate: fp32
 #define A_STAGE_BYTES (BM * BK)               // BM rows of BK/2 16-bit values
 #define E_STAGE_BYTES (BM * BK / 8)
 #define STAGE_BYTES (B_STAGE_BYTES + A_STAGE_BYTES + E_STAGE_BYTES)
-#define FULL_ARRIVALS 129                     // 128 producer threads' copies of B, plus the TMA thread's expect_tx
+#define FULL_ARRIVALS 129                     // 128 producer threads' landed B copies, plus the TMA thread's expect_tx
 #define EMPTY_ARRIVALS 8                      // one lane per consumer warp
 
 // The tensor map's layout (128 opaque bytes, 64-byte aligned), so that no toolkit header is needed under NVRTC.
@@ -148,10 +148,10 @@ __device__ __forceinline__ void sp24w_pin(float (&d)[SLABS][ACC]) {
         for (int i = 0; i < ACC; ++i) asm volatile("" : "+f"(d[l][i]) :: "memory");
 }
 
-// B rows k0 .. k0+BK-1, columns n0 .. n0+BN-1 into the stage's swizzled B blocks (zeros past K and N), then this
-// thread's arrival on `full`, which counts once its copies have landed.
-__device__ __forceinline__ void sp24w_load_b(unsigned char* bt, unsigned full, const sp24_in_t* __restrict__ B,
-                                             int k0, int n0, int N, int K, int tid) {
+// B rows k0 .. k0+BK-1, columns n0 .. n0+BN-1 into the stage's swizzled B blocks (zeros past K and N), as one
+// cp.async group of this thread; the producer loop signals the stage once the group has landed.
+__device__ __forceinline__ void sp24w_load_b(unsigned char* bt, const sp24_in_t* __restrict__ B, int k0, int n0, int N,
+                                             int K, int tid) {
     if (N % 8 == 0) {  // every 16-byte chunk of a B row is wholly inside N or wholly past it
         for (int i = tid; i < BK * BN / 8; i += 128) {
             const int k = i / (BN / 8), c = i % (BN / 8);
@@ -160,15 +160,24 @@ __device__ __forceinline__ void sp24w_load_b(unsigned char* bt, unsigned full, c
             const unsigned dst = sp24w_smem(bt + (c / 8) * (BK * 128) + k * 128 + (((c % 8) ^ (k % 8)) << 4));
             asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
         }
-        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" :: "r"(full) : "memory");
     } else {  // rows of B are not 16-byte aligned: element by element through registers
         for (int i = tid; i < BK * BN; i += 128) {
             const int k = i / BN, n = i % BN;
             const sp24_in_t v = k0 + k < K && n0 + n < N ? B[(long long)(k0 + k) * N + n0 + n] : (sp24_in_t)0;
             *reinterpret_cast<sp24_in_t*>(bt + (n / 64) * (BK * 128) + k * 128 + ((((n % 64) / 8) ^ (k % 8)) << 4) + 2 * (n % 8)) = v;
         }
-        asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(full) : "memory");
     }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+// This thread's B writes of the stage at `full` are complete (cp.async.wait_group before the call): a proxy fence
+// makes them visible to wgmma, which reads shared memory through the async proxy, then the thread's arrival. The
+// fence has to come from the writing thread after its writes have landed; an arrival triggered by cp.async
+// completion (cp.async.mbarrier.arrive) leaves no point to put it, and measured wrong on the H200 in a few
+// percent of runs.
+__device__ __forceinline__ void sp24w_b_landed(unsigned full) {
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(full) : "memory");
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
@@ -207,9 +216,14 @@ sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_cons
                     sp24w_tma_2d(sp24w_smem(stage + B_STAGE_BYTES + j * BM * 64), &tmap_A, kt * BK / 2 + 32 * j, m0, full);
                 sp24w_tma_2d(sp24w_smem(stage + B_STAGE_BYTES + A_STAGE_BYTES), &tmap_E, kt * BK / 2, m0 / 16, full);
             }
-            sp24w_load_b(stage, full, B, kt * BK, n0, N, K, tid);
+            sp24w_load_b(stage, B, kt * BK, n0, N, K, tid);
+            if (kt > 0) {  // the previous tile's copies have landed once only this tile's group is in flight
+                asm volatile("cp.async.wait_group 1;" ::: "memory");
+                sp24w_b_landed(bars + 8 * ((kt - 1) % STAGES));
+            }
         }
-        asm volatile("cp.async.wait_all;" ::: "memory");  // no copy outlives the thread that issued it
+        asm volatile("cp.async.wait_group 0;" ::: "memory");
+        sp24w_b_landed(bars + 8 * ((tiles - 1) % STAGES));
         return;
     }
 
@@ -221,7 +235,6 @@ sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_cons
     for (int kt = 0; kt < tiles; ++kt) {
         const int s = kt % STAGES;
         sp24w_wait(bars + 8 * s, (kt / STAGES) & 1);
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // B came by cp.async (generic proxy)
         const unsigned char* stage = smem + s * STAGE_BYTES;
         const unsigned* meta = reinterpret_cast<const unsigned*>(stage + B_STAGE_BYTES + A_STAGE_BYTES);
         unsigned e[SLABS][BK / 32];
