@@ -22,9 +22,9 @@ case $what in
       | tee "$out/gpu_tests_wgmma_h200.txt" | tail -n 15
     SP24_TILED=0 timeout ${EXPLORE_SECONDS:-200} python3 bench/explore_kernels.py "$out" examples/sparse24_fp16_4096.yaml 2>&1 \
       | tee "$out/explore_sp24.txt" | tail -n 8
-    mkdir -p "$out/bf16"; SP24_TILED=0 SP24_WGMMA=2 timeout ${EXPLORE_SECONDS:-200} python3 bench/explore_kernels.py "$out/bf16" \
+    mkdir -p "$out/bf16"; SP24_TILED=0 SP24_WGMMA=${BF16_VARIANTS:-2} timeout ${EXPLORE_SECONDS:-200} python3 bench/explore_kernels.py "$out/bf16" \
       examples/sparse24_bf16_8192.yaml 2>&1 | tee "$out/bf16/explore_sp24.txt" | tail -n 6
-    timeout ${TESTS_SECONDS:-260} python3 -m pytest -v -m gpu -p no:cacheprovider --durations=15 \
+    [ "${TESTS_SECONDS:-260}" -gt 0 ] && timeout ${TESTS_SECONDS:-260} python3 -m pytest -v -m gpu -p no:cacheprovider --durations=15 \
       tests/tools/test_sparse24_baselines.py tests/tools/test_run_checks.py tests/tools/test_reference_kernels_gpu.py \
       -k "${TESTS:-not wgmma}" 2>&1 | tee "$out/gpu_tests_h200.txt" | grep -E "PASSED|FAILED|ERROR|passed|failed" | tail -n 40
     ;;
