@@ -550,8 +550,9 @@ def _build_torch(torch: ModuleType, operands: Callable[[], Sparse24Operands], b_
     dense = bt.t() if b_transposed else b_t
     bias_t = torch_tensor(torch, ops.bias_as(gemm.out_dtype), gemm.out_dtype) if gemm.has_bias else None
     kwargs = {"bias": bias_t,
-              # a one-element host tensor: torch reads it with .item(), which would synchronise on a device tensor
-              "alpha": torch.tensor([gemm.alpha], dtype=torch.float32) if gemm.alpha != 1.0 else None,
+              # on the device: torch refuses a host alpha ("Expected all tensors to be on the same device", H200)
+              "alpha": (torch.tensor([gemm.alpha], dtype=torch.float32, device=b_t.device)
+                        if gemm.alpha != 1.0 else None),
               # out_dtype is accepted for 8-bit inputs only
               "out_dtype": ({"fp16": torch.float16, "bf16": torch.bfloat16}[gemm.out_dtype]
                             if gemm.dtype == "fp8_e4m3" else None)}
