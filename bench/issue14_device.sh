@@ -9,6 +9,7 @@
 # check: the Hopper 2:4 kernel's GPU test alone (a hang must not cost the rest), its variants beside every baseline
 #   at 4096^3 fp16 and 8192^3 bf16 (bench/explore_kernels.py), then the GPU tests named by TESTS (verbose, so that a
 #   run cut off by its limit still says which passed).
+# gpu: the GPU tests of the files named by FILES, verbose (the whole suite no longer fits one call).
 # final: the 2:4 family's 4096^3 and decode specs through the pipeline (budget 2), then `spmv` on five matrices.
 set -u
 what=$1; out=$2
@@ -27,6 +28,10 @@ case $what in
     [ "${TESTS_SECONDS:-260}" -gt 0 ] && timeout ${TESTS_SECONDS:-260} python3 -m pytest -v -m gpu -p no:cacheprovider --durations=15 \
       tests/tools/test_sparse24_baselines.py tests/tools/test_run_checks.py tests/tools/test_reference_kernels_gpu.py \
       -k "${TESTS:-not wgmma}" 2>&1 | tee "$out/gpu_tests_h200.txt" | grep -E "PASSED|FAILED|ERROR|passed|failed" | tail -n 40
+    ;;
+  gpu)  # the GPU tests of the files in FILES (the whole suite no longer fits one call), verbose
+    timeout ${TESTS_SECONDS:-540} python3 -m pytest -v -m gpu -p no:cacheprovider --durations=15 ${FILES:-tests} 2>&1 \
+      | tee "$out/gpu_tests_h200.txt" | grep -E "PASSED|FAILED|ERROR|passed|failed" | tail -n 60
     ;;
   final)
     for s in sparse24_fp16_4096 sparse24_fp16_decode; do
