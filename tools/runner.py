@@ -323,12 +323,14 @@ class ValueSet:
     """One set of values for the timing instance: pristine device copies of every input and prepared array, and
     each output's reference and bound on the device."""
 
-    def __init__(self, family: ProblemFamily, spec: SpecBase, problem: Problem, host: dict[str, np.ndarray]) -> None:
+    def __init__(self, family: ProblemFamily, spec: SpecBase, problem: Problem, host: dict[str, np.ndarray],
+                 terms: dict[str, np.ndarray] | None) -> None:
+        """`terms`: each output element's number of terms, the same for every set (one structure)."""
         import cupy as cp
 
         self.problem = problem
         self.refs = family.reference(problem)
-        bounds = family.error_bounds(problem, self.refs, spec.tolerance)
+        bounds = family.error_bounds(problem, self.refs, spec.tolerance, terms)
         self.pristine = {name: cp.asarray(arr) for name, arr in host.items()}
         self.ref_dev = {name: cp.asarray(ref) for name, ref in self.refs.items()}
         self.bound_dev = {name: cp.asarray(b.bound) for name, b in bounds.items()} if bounds else None
@@ -355,7 +357,8 @@ def _value_sets(job: RunJob, family: ProblemFamily, problem: Problem, host: dict
     device memory."""
     import cupy as cp
 
-    sets = [ValueSet(family, job.spec, problem, host)]
+    terms = family.element_terms(problem)  # counted once: the sets differ in values only
+    sets = [ValueSet(family, job.spec, problem, host, terms)]
     out_bytes = sum(16 * int(np.prod(o.shape)) for o in problem.outputs.values())
     per_set = sum(a.nbytes for a in host.values()) + out_bytes
     free = cp.cuda.runtime.memGetInfo()[0]
@@ -365,7 +368,7 @@ def _value_sets(job: RunJob, family: ProblemFamily, problem: Problem, host: dict
         fresh_host = {**fresh.inputs, **prepared}
         if any(fresh_host[n].shape != a.shape or fresh_host[n].dtype != a.dtype for n, a in host.items()):
             break  # a preparation whose layout depends on the values: only the first set can be copied in place
-        sets.append(ValueSet(family, job.spec, fresh, fresh_host))
+        sets.append(ValueSet(family, job.spec, fresh, fresh_host, terms))
     return sets
 
 

@@ -232,3 +232,18 @@ def test_the_failing_output_of_several_is_judged():
     failed = trial(False, errors={"rowsum": 0.0, "Y": rel_error(coarse, ref)}, failed_output="Y")
     kind, message = classify_failure([failed], failed, {0: {"rowsum": normwise(other, other), "Y": normwise(coarse, ref)}})
     assert kind == "precision_loss" and message.startswith("Y:")
+
+
+@pytest.mark.parametrize("family", ["csr_spmm", "csr_spmv", "sparse24_gemm"])
+def test_terms_counted_once_bound_every_value_set_as_counted_afresh(family):
+    """The runner counts each element's terms once per structure and passes them to every value set's bounds."""
+    fam = get_family(family)
+    problem = fam.make_problem(parse_spec(fam.example_spec), 3, fam.tiny_shape(parse_spec(fam.example_spec)))
+    terms = fam.element_terms(problem)
+    fresh = fam.with_fresh_values(problem, np.random.default_rng(4))
+    refs = fam.reference(fresh)
+    shared, afresh = fam.error_bounds(fresh, refs, terms=terms), fam.error_bounds(fresh, refs)
+    assert shared.keys() == afresh.keys()
+    for name in shared:
+        assert np.array_equal(shared[name].bound, afresh[name].bound)
+        assert np.array_equal(terms[name], fam.element_terms(fresh)[name])

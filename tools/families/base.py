@@ -165,15 +165,23 @@ class ProblemFamily(ABC):
         chosen = self.special_inputs
         return problem.mapped(lambda name, old, d: draw_values(rng, old.size, d, specials and (chosen is None or name in chosen)))
 
-    def error_bounds(self, problem: Problem, refs: Mapping[str, np.ndarray],
-                     tolerance: float | None = None) -> dict[str, ElementBounds] | None:
+    def element_terms(self, problem: Problem) -> dict[str, np.ndarray] | None:
+        """Each output element's number of terms (the reference on all-ones inputs) for a multilinear family, else
+        None. It depends on the structure only, so instances that differ only in values share it."""
+        if not self.multilinear:
+            return None
+        return self.reference(problem.mapped(lambda name, old, d: np.ones_like(old)))
+
+    def error_bounds(self, problem: Problem, refs: Mapping[str, np.ndarray], tolerance: float | None = None,
+                     terms: Mapping[str, np.ndarray] | None = None) -> dict[str, ElementBounds] | None:
         """Each output element's allowed error (tools/values.py element_bound), for a multilinear family: its
-        condition is the reference on |inputs| and its number of terms the reference on all-ones inputs.
-        None for other families (judged norm-wise by each output's tolerance)."""
+        condition is the reference on |inputs| and its number of terms `terms` (element_terms of this problem
+        or of one with the same structure). None for other families (judged norm-wise by each output's
+        tolerance)."""
         if not self.multilinear:
             return None
         conditions = self.reference(problem.mapped(lambda name, old, d: np.abs(old)))
-        terms = self.reference(problem.mapped(lambda name, old, d: np.ones_like(old)))
+        terms = terms if terms is not None else self.element_terms(problem)
         return {name: element_bound(refs[name], conditions[name], terms[name], out.accumulate, out.dtype, tolerance)
                 for name, out in problem.outputs.items()}
 

@@ -236,16 +236,21 @@ class Sparse24Gemm(ProblemFamily):
         act = problem.symbols["act"]
         return {"C": relu(y) if act == ACTIVATIONS["relu"] else gelu_tanh(y) if act == ACTIVATIONS["gelu_tanh"] else y}
 
-    def error_bounds(self, problem: Problem, refs: Mapping[str, np.ndarray],
-                     tolerance: float | None = None) -> dict[str, ElementBounds] | None:
-        """Per element for every epilogue but GELU: K/2 exact products summed in fp32, then the alpha product and
-        the bias sum (two more roundings, as two more terms), then ReLU, which moves no error up (1-Lipschitz,
-        evaluated exactly). GELU's own evaluation error in fp32 has no such bound here: norm-wise."""
+    def element_terms(self, problem: Problem) -> dict[str, np.ndarray]:
+        """K/2 exact products summed in fp32, then the alpha product and the bias sum (two more roundings, as two
+        more terms); ReLU moves no error up (1-Lipschitz, evaluated exactly)."""
+        s = problem.symbols
+        return {"C": np.full((s["M"], s["N"]), s["K"] // 2 + 2, dtype=np.float64)}
+
+    def error_bounds(self, problem: Problem, refs: Mapping[str, np.ndarray], tolerance: float | None = None,
+                     terms: Mapping[str, np.ndarray] | None = None) -> dict[str, ElementBounds] | None:
+        """Per element for every epilogue but GELU, whose own evaluation error in fp32 has no such bound here:
+        norm-wise."""
         if problem.symbols["act"] == ACTIVATIONS["gelu_tanh"]:
             return None
-        s, out = problem.symbols, problem.outputs["C"]
-        terms = np.full((s["M"], s["N"]), s["K"] // 2 + 2, dtype=np.float64)
-        return {"C": element_bound(refs["C"], self._linear(problem, magnitude=True), terms, out.accumulate,
+        terms = terms if terms is not None else self.element_terms(problem)
+        out = problem.outputs["C"]
+        return {"C": element_bound(refs["C"], self._linear(problem, magnitude=True), terms["C"], out.accumulate,
                                    out.dtype, tolerance)}
 
     def flops(self, symbols: Mapping[str, int]) -> float:
