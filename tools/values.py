@@ -46,14 +46,24 @@ def numerics(name: str) -> Numerics:
                     has_nan=bool(np.isnan(np.array(np.nan).astype(logical))))
 
 
+def _run_lengths(rng: np.random.Generator, size: int) -> np.ndarray:
+    """Lengths of the runs that share a power of two, just enough of them to cover `size` values: drawn in
+    batches of a quarter more than the mean length predicts, so that a large array costs about one batch."""
+    batch = 5 * size // (2 * (_RUN_LENGTH + 1)) + 16
+    lengths = rng.integers(1, _RUN_LENGTH + 1, size=batch)
+    while lengths.sum() < size:
+        lengths = np.concatenate([lengths, rng.integers(1, _RUN_LENGTH + 1, size=batch)])
+    return lengths[:int(np.searchsorted(np.cumsum(lengths), size)) + 1]
+
+
 def draw_values(rng: np.random.Generator, size: int, name: str, specials: bool = False) -> np.ndarray:
     """`size` float64 values for a float type `name` (round them with `to_storage`): magnitudes in [0.5, 1)
     times a per-run power of two, random signs; with `specials`, a NaN, +Inf and -Inf at random places where the
     type has them."""
     num = numerics(name)
     spread = _SPREAD[dtype(name).bytes]
-    lengths = rng.integers(1, _RUN_LENGTH + 1, size=size // 2 + 1)
-    runs = int(np.searchsorted(np.cumsum(lengths), size)) + 1
+    lengths = _run_lengths(rng, size)
+    runs = len(lengths)
     kind = rng.random(runs)
     exponent = np.where(kind < 0.6, 0, rng.integers(-spread, spread + 1, size=runs))
     low_normal = int(np.log2(num.smallest_normal))
@@ -61,7 +71,7 @@ def draw_values(rng: np.random.Generator, size: int, name: str, specials: bool =
     deepest = min(max(int(np.log2(num.smallest_subnormal)) + 3, low_normal - 6), low_normal - 1)
     subnormal = kind >= 0.92  # a few runs whose values are subnormal in the type
     exponent = np.where(subnormal, rng.integers(deepest, low_normal, size=runs), exponent)
-    scale = np.repeat(np.exp2(exponent.astype(np.float64)), lengths[:runs])[:size]
+    scale = np.repeat(np.exp2(exponent.astype(np.float64)), lengths)[:size]
     values = rng.uniform(0.5, 1.0, size=size) * scale * rng.choice((-1.0, 1.0), size=size)
     if specials and size:
         chosen = [v for v, ok in ((np.nan, num.has_nan), (np.inf, num.has_inf), (-np.inf, num.has_inf)) if ok]

@@ -28,3 +28,12 @@ def test_specials_are_the_ones_the_type_has(name):
     values = draw_values(np.random.default_rng(5), 1000, name, specials=True)
     assert np.isnan(values).sum() == int(num.has_nan)
     assert np.isinf(values).sum() == 2 * int(num.has_inf)
+
+
+@pytest.mark.parametrize("size", [0, 1, 64, 65, 1000, 200_003])
+def test_run_lengths_cover_the_values_with_no_run_to_spare(size):
+    from sparseditto.tools.values import _RUN_LENGTH, _run_lengths
+
+    lengths = _run_lengths(np.random.default_rng(size), size)
+    assert lengths.sum() >= size and lengths[:-1].sum() < max(size, 1)
+    assert lengths.min() >= 1 and lengths.max() <= _RUN_LENGTH
