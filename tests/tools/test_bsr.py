@@ -17,7 +17,8 @@ from sparseditto.tools.families import get_family
 from sparseditto.tools.families.base import Output, Problem
 from sparseditto.tools.families.csr_spmm.bsr import block_fill, bsr_blocks
 from sparseditto.tools.values import draw_values
-from sparseditto.tools.verifier import CompileOnlyVerifier, check_and_compile
+
+from compile_checks import verify_compile_only
 
 
 def fem(block: int, nodes_per_side: int, seed: int = 0) -> sp.csr_matrix:
@@ -236,11 +237,12 @@ def test_3xtf32_misses_the_bound_where_a_factor_is_subnormal():
     problem.inputs["values"][:] = np.float32(-163.0985)
     problem.inputs["B"][:] = np.float32(1.9175e-40)
     assert ratio_to_bound_3xtf32(problem).max() > 4
-    # the family's own draws on a FEM matrix of 4 x 4 blocks (about 28 nonzeros a row): the subnormal runs alone
-    # push elements past the bound; rows of 24 x 24 blocks (about 170 nonzeros) still keep a wide margin
-    drawn = problem_of(fem(4, 8), 16, "fp32", seed=1)
-    assert ratio_to_bound_3xtf32(drawn).max() > 2
-    assert ratio_to_bound_3xtf32(without_subnormals(drawn)).max() < 0.5
+    # the family's own draws on a FEM matrix of 4 x 4 blocks (about 28 nonzeros a row): in some of a few value
+    # sets the subnormal runs alone push elements past the bound; rows of 24 x 24 blocks (about 170 nonzeros)
+    # still keep a wide margin
+    drawn = [problem_of(fem(4, 8), 16, "fp32", seed=seed) for seed in range(4)]
+    assert max(ratio_to_bound_3xtf32(p).max() for p in drawn) > 2
+    assert max(ratio_to_bound_3xtf32(without_subnormals(p)).max() for p in drawn) < 0.5
     assert ratio_to_bound_3xtf32(problem_of(fem(24, 3), 16, "fp32", seed=0)).max() < 0.1
     # single-term elements in the normal range keep little margin (worst case 8u against 2(1 + 2)u + u)
     single = problem_of(sp.random(400, 300, density=0.01, format="csr", random_state=0), 32, "fp32", seed=0)
@@ -266,12 +268,6 @@ def test_bsr_kernel_compiles_and_passes_the_compile_only_verifier(dtype):
                        "arch": "sm_90"})
     for params in ({"BR": 8, "BC": 8, "NT": 32, "WARPS": 4}, {"BR": 24, "BC": 16, "NT": 64, "WARPS": 2},
                    {"BR": 16, "BC": 32, "NT": 64, "WARPS": 8}):
-        candidate = kernel.instantiate(params)
-        result, feedback, sass = check_and_compile(candidate, spec, "sm_90")
-        assert result is not None and result.ok, result.log[-3000:] if result else feedback
-        assert not [f for f in feedback if f.status in {"failed", "error"}], feedback
-        counts = sass["spmm_bsr_tc"]
+        report = verify_compile_only(kernel.instantiate(params), spec, ("spmm_bsr_tc",))
+        counts = report.sass["spmm_bsr_tc"]
         assert counts.tensor_core and not counts.local_loads + counts.local_stores
-        report = CompileOnlyVerifier("sm_90").verify(candidate, spec)
-        assert report.compiled
-        assert not [f for f in report.feedback if f.status in {"failed", "error"}], report.feedback

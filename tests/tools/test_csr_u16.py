@@ -12,15 +12,13 @@ import scipy.sparse as sp
 
 from sparseditto.knowledge_base.library import get_kernel
 from sparseditto.spec import parse_spec
-from sparseditto.tools.compiler import compile_source
-from sparseditto.tools.dtypes import dtype as dtype_info
 from sparseditto.tools.dtypes import to_float64
 from sparseditto.tools.families import get_family
 from sparseditto.tools.families.base import Problem
 from sparseditto.tools.families.csr_spmv.u16 import csr_u16
 from sparseditto.tools.generators import generate
-from sparseditto.tools.verifier import CompileOnlyVerifier, check_and_compile
 
+from compile_checks import verify_compile_only
 from spmv_problems import problem_of
 
 
@@ -232,17 +230,6 @@ def test_kernel_compiles_without_spills_and_passes_the_compile_only_verifier(dty
     kernel = get_kernel("spmv_csr_u16")
     assert kernel.preparation == "csr_u16" and "csr_u16" in get_family("csr_spmv").preparations
     for params in PARAMS:
-        candidate = kernel.instantiate(params)
-        result = compile_source(candidate.source, "sm_90", candidate.defines(dtype_info(dtype).code),
-                                name="spmv_csr_u16.cu")
-        assert result.ok, result.log[-3000:]
-        r = result.resources["spmv_csr_u16"]
-        assert r.spill_stores == 0 and r.spill_loads == 0 and r.stack_bytes == 0, r
-        result, feedback, sass = check_and_compile(candidate, _spec(dtype), "sm_90")
-        assert result is not None and result.ok
-        assert not [f for f in feedback if f.status in {"failed", "error"}], feedback
-        if sass:  # the quads are vector loads: 128-bit for fp32 values and for the int32 columns of wide rows
-            assert sass["spmv_csr_u16"].global_loads_128 > 0
-    report = CompileOnlyVerifier("sm_90").verify(kernel.instantiate(PARAMS[0]), _spec(dtype))
-    assert report.compiled
-    assert not [f for f in report.feedback if f.status in {"failed", "error"}], report.feedback
+        report = verify_compile_only(kernel.instantiate(params), _spec(dtype), ("spmv_csr_u16",))
+        if report.sass:  # the quads are vector loads: 128-bit for fp32 values and for the int32 columns of wide rows
+            assert report.sass["spmv_csr_u16"].global_loads_128 > 0

@@ -14,6 +14,8 @@ from sparseditto.tools.families import get_family
 from sparseditto.tools.families.base import Output, Problem
 from sparseditto.tools.families.csr_spmv.diagonal import diagonals
 
+from compile_checks import verify_compile_only
+
 
 def problem_of(mat: sp.spmatrix, dtype: str = "fp32", seed: int = 0) -> Problem:
     mat = sp.csr_matrix(mat)
@@ -193,29 +195,12 @@ def test_an_inf_propagates_only_to_its_own_row(case):
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])
-def test_kernel_compiles_for_sm90(dtype):
+def test_kernel_compiles_without_spills_and_passes_the_compile_only_verifier(dtype):
     from sparseditto.knowledge_base.library import get_kernel
-    from sparseditto.tools.compiler import compile_source
+    from sparseditto.spec import parse_spec
 
     kernel = get_kernel("spmv_dia")
     assert kernel.preparation == "diagonals" and "diagonals" in get_family("csr_spmv").preparations
-    for params in ({"MAX_DIAGS": 8, "BLOCK": 256}, {"MAX_DIAGS": 64, "BLOCK": 512}):
-        candidate = kernel.instantiate(params)
-        result = compile_source(candidate.source, "sm_90", candidate.defines(dtype_info(dtype).code), name="spmv_dia.cu")
-        assert result.ok, result.log[-3000:]
-        assert "spmv_dia" in result.resources
-        r = result.resources["spmv_dia"]
-        assert r.spill_stores == 0 and r.spill_loads == 0
-
-
-@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
-def test_compile_only_verifier_passes(dtype):
-    from sparseditto.knowledge_base.library import get_kernel
-    from sparseditto.spec import parse_spec
-    from sparseditto.tools.verifier import CompileOnlyVerifier
-
     spec = parse_spec({"operation": "spmv", "pattern": {"nnz_per_row": 8}, "M": 2048, "K": 2048, "dtype": dtype})
-    candidate = get_kernel("spmv_dia").instantiate({"MAX_DIAGS": 16, "BLOCK": 256})
-    report = CompileOnlyVerifier().verify(candidate, spec)
-    failed = [f for f in report.feedback if f.status == "failed"]
-    assert report.compiled and not failed, [f.message for f in failed]
+    for params in ({"MAX_DIAGS": 8, "BLOCK": 256}, {"MAX_DIAGS": 64, "BLOCK": 512}):
+        verify_compile_only(kernel.instantiate(params), spec, ("spmv_dia",))

@@ -11,15 +11,13 @@ import scipy.sparse as sp
 
 from sparseditto.knowledge_base.library import get_kernel
 from sparseditto.spec import parse_spec
-from sparseditto.tools.compiler import compile_source
-from sparseditto.tools.dtypes import dtype as dtype_info
 from sparseditto.tools.dtypes import to_float64
 from sparseditto.tools.families import get_family
 from sparseditto.tools.families.base import Problem
 from sparseditto.tools.families.csr_spmv.merge_path import merge_coordinates, merge_path
 from sparseditto.tools.generators import generate
-from sparseditto.tools.verifier import CompileOnlyVerifier, check_and_compile
 
+from compile_checks import verify_compile_only
 from spmv_problems import problem_of
 
 
@@ -112,7 +110,7 @@ def emulate(problem: Problem, arrays, symbols, params):
     rowptr, colind = problem.inputs["rowptr"], problem.inputs["colind"]
     vals = to_float64(problem.inputs["values"], problem.dtype).astype(np.float32)
     x = to_float64(problem.inputs["x"], problem.dtype).astype(np.float32)
-    M, nnz = len(rowptr) - 1, int(rowptr[-1])
+    M = len(rowptr) - 1
     n_tiles = symbols["n_tiles"]
     y = np.full(M, np.nan, np.float32)
     stores = np.zeros(M, np.int64)
@@ -253,21 +251,8 @@ def test_kernel_compiles_without_spills_and_passes_the_compile_only_verifier(dty
     for params in ({"BLOCK": 256, "ITEMS": 8, "HINT": 1}, {"BLOCK": 512, "ITEMS": 8, "HINT": 0},
                    {"BLOCK": 128, "ITEMS": 16, "HINT": 1}):
         assert kernel.violated(params, {}, dtype) is None
-        candidate = kernel.instantiate(params)
-        result = compile_source(candidate.source, "sm_90", candidate.defines(dtype_info(dtype).code),
-                                name="spmv_merge_path.cu")
-        assert result.ok, result.log[-3000:]
-        for entry in ("spmv_merge_tiles", "spmv_merge_fixup"):
-            r = result.resources[entry]
-            assert r.spill_stores == 0 and r.spill_loads == 0 and r.stack_bytes == 0, (entry, r)
-        assert result.resources["spmv_merge_tiles"].shared_bytes <= 48 * 1024
-        spec = _spec(dtype)
-        result, feedback, _ = check_and_compile(candidate, spec, "sm_90")
-        assert result is not None and result.ok
-        assert not [f for f in feedback if f.status in {"failed", "error"}], feedback
-    candidate = kernel.instantiate({"BLOCK": 256, "ITEMS": 8, "HINT": 1})
-    report = CompileOnlyVerifier("sm_90").verify(candidate, _spec(dtype))
-    assert report.compiled
+        report = verify_compile_only(kernel.instantiate(params), _spec(dtype), ("spmv_merge_tiles", "spmv_merge_fixup"))
+        assert report.resources["spmv_merge_tiles"].shared_bytes <= 48 * 1024
     assert not [f for f in report.feedback if f.status in {"failed", "error"}], report.feedback
 
 

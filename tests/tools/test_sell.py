@@ -9,13 +9,12 @@ import pytest
 
 from sparseditto.knowledge_base.library import reference_kernels
 from sparseditto.spec import parse_spec
-from sparseditto.tools.compiler import compile_source
-from sparseditto.tools.dtypes import dtype as dtype_info
 from sparseditto.tools.dtypes import to_float64, to_storage
 from sparseditto.tools.families import get_family
 from sparseditto.tools.families.base import Output, Problem
 from sparseditto.tools.families.csr_spmv.sell import sell_c_sigma
-from sparseditto.tools.verifier import CompileOnlyVerifier, check_and_compile
+
+from compile_checks import verify_compile_only
 
 
 def csr_problem(lengths, dtype="fp32", seed=0, K=None):
@@ -160,15 +159,4 @@ def test_sell_kernel_compiles_and_passes_the_compile_only_verifier(dtype):
     kernel = _kernel()
     assert kernel.preparation == "sell_c_sigma"
     for params in ({"C": 32, "SIGMA": 1024, "BLOCK": 256}, {"C": 8, "SIGMA": 256, "BLOCK": 128}):
-        candidate = kernel.instantiate(params)
-        result = compile_source(candidate.source, "sm_90", candidate.defines(dtype_info(dtype).code),
-                                name="spmv_sell_c_sigma.cu")
-        assert result.ok, result.log[-3000:]
-        assert "spmv_sell_c_sigma" in result.resources
-        spec = _spec(dtype)
-        result, feedback, _ = check_and_compile(candidate, spec, "sm_90")
-        assert result is not None and result.ok
-        assert not [f for f in feedback if f.status in {"failed", "error"}], feedback
-        report = CompileOnlyVerifier("sm_90").verify(candidate, spec)
-        assert report.compiled
-        assert not [f for f in report.feedback if f.status in {"failed", "error"}], report.feedback
+        verify_compile_only(kernel.instantiate(params), _spec(dtype), ("spmv_sell_c_sigma",))
