@@ -40,6 +40,7 @@ ErrorType = Literal[
     "inconsistent_output",  # right in the correctness trials, wrong in a timed run
     "suspect_timing",  # faster than the physical floor
     "out_of_bounds", "misaligned_access", "uninitialized_read", "shared_memory_race", "sync_error",
+    "register_race",  # static: a register a warpgroup MMA in flight reads is written before its group retires
     "sanitizer_failure",  # the sanitizer run itself failed (crash, API error, timeout)
     "profiler_failure",
 ]

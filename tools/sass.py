@@ -131,6 +131,97 @@ def forbidden_instructions(listing: str) -> list[ForbiddenInstruction]:
     return found
 
 
+_LABEL = re.compile(r"^(\.L_x_\d+):")
+_OPERANDS = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)\s*([^;]*);")
+_REGISTER = re.compile(r"^R(\d+)$")
+_NO_DESTINATION = ("ST", "STS", "STG", "STL", "RED", "BRA", "BAR", "EXIT", "RET", "WARPGROUP", "DEPBAR", "SYNCS",
+                   "BSSY", "BSYNC", "WARPSYNC", "NOP", "FENCE", "MEMBAR", "UTMALDG", "UTMASTG", "LDGSTS", "CCTL")
+
+
+class WgmmaHazard(BaseModel):
+    """An instruction that may write a register a warpgroup MMA still in flight reads."""
+
+    function: str | None
+    instruction: str
+    registers: list[int]
+
+
+def _written(op: str, operands: list[str]) -> set[int]:
+    """The general registers a non-MMA instruction writes: its first operand, as wide as its suffix says."""
+    base = op.split(".")[0]
+    if base in _NO_DESTINATION or base.startswith("U") or not operands or not (m := _REGISTER.match(operands[0])):
+        return set()
+    width = 4 if ".128" in op else 2 if (".64" in op or ".WIDE" in op) else 1
+    return set(range(int(m.group(1)), int(m.group(1)) + width))
+
+
+def _gmma_inputs(operands: list[str]) -> set[int]:
+    """A warpgroup MMA's register inputs other than its accumulators: A fragments (four registers, when A comes
+    from registers) and the sparse metadata word."""
+    regs: set[int] = set()
+    for i, operand in enumerate(operands[1:], start=1):
+        if (m := _REGISTER.match(operand)) and operand != operands[0]:
+            regs |= set(range(int(m.group(1)), int(m.group(1)) + (4 if i == 1 else 1)))
+    return regs
+
+
+def wgmma_register_hazards(listing: str) -> list[WgmmaHazard]:
+    """Where the code may write a register that a warpgroup MMA in flight still reads (sparse metadata, A
+    fragments): the MMA reads them asynchronously, so such a write races with it, and ptxas does not always see it
+    (session 7: one group kept in flight across a loop's back edge). A dataflow over each function's branches:
+    every register of the open group or of a committed one is in flight until a WARPGROUP.DEPBAR leaves fewer
+    newer groups than its age. Conservative where paths join (the youngest age wins)."""
+    hazards: list[WgmmaHazard] = []
+    functions: dict[str | None, list[tuple[str | None, str, str, list[str]]]] = {}
+    labels: dict[str | None, dict[str, int]] = {}
+    function = None
+    for line in listing.splitlines():
+        if m := _FUNCTION.match(line):
+            function = m.group(1)
+        elif m := _LABEL.match(line):
+            labels.setdefault(function, {})[m.group(1)] = len(functions.setdefault(function, []))
+        elif m := _OPERANDS.search(line):
+            operands = [o.strip() for o in m.group(3).split(",") if o.strip()]
+            functions.setdefault(function, []).append((m.group(1), m.group(2), line[m.start(2):].split(";")[0].strip(),
+                                                       operands))
+    for function, code in functions.items():
+        if not any("GMMA" in op for _, op, _, _ in code):
+            continue
+        targets = labels.get(function, {})
+        # state before each instruction: register -> age (-1: the open group, 0: the newest committed one)
+        before: list[dict[int, int] | None] = [None] * len(code)
+        before[0] = {} if code else None
+        work = [0] if code else []
+        found: dict[int, set[int]] = {}
+        while work:
+            i = work.pop()
+            state = dict(before[i])
+            predicate, op, text, operands = code[i]
+            base = op.split(".")[0]
+            if "GMMA" in base:
+                state.update({r: -1 for r in _gmma_inputs(operands)})  # -1: in the open group
+                if "gsb0" in operands:  # the open group is committed (age 0); older groups age
+                    state = {r: a + 1 for r, a in state.items()}
+            elif op.startswith("WARPGROUP.DEPBAR") and (m := re.search(r"0x([0-9a-f]+)$", operands[-1])):
+                state = {r: a for r, a in state.items() if a < int(m.group(1), 16)}
+            elif hit := _written(op, operands) & set(state):
+                found.setdefault(i, set()).update(hit)
+            succ = []
+            if base == "BRA" and (t := re.search(r"\((\.L_x_\d+)\)", text)) and t.group(1) in targets:
+                succ.append(targets[t.group(1)])
+            if not (base in ("BRA", "EXIT", "RET") and predicate is None) and i + 1 < len(code):
+                succ.append(i + 1)
+            for j in succ:
+                old = before[j]
+                merged = dict(state) if old is None else {r: min(a, old.get(r, a)) for r, a in {**old, **state}.items()}
+                if merged != old:
+                    before[j] = merged
+                    work.append(j)
+        hazards += [WgmmaHazard(function=function, instruction=code[i][2], registers=sorted(regs))
+                    for i, regs in sorted(found.items())]
+    return hazards
+
+
 @functools.lru_cache(maxsize=4)
 def disassemble(cubin: bytes, timeout_s: float = 60.0) -> str:
     """The `nvdisasm -c` listing; raises RuntimeError with a one-line reason when it cannot be made (a failure is

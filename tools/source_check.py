@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from sparseditto.tools.compiler import CompileResult
 from sparseditto.tools.ptx_check import check_ptx
 from sparseditto.tools.results import Feedback
-from sparseditto.tools.sass import disassemble, forbidden_instructions
+from sparseditto.tools.sass import disassemble, forbidden_instructions, wgmma_register_hazards
 
 # Headers a candidate may include: exact paths, and folders (ending in '/') whose headers it may include.
 # cuda.h gives types only (CUtensorMap for a tensor-map argument): the compiler supplies a stand-in.
@@ -297,19 +297,29 @@ def check_source(source: str) -> list[Feedback]:
 
 
 def check_cubin(cubin: bytes, timeout_s: float = 60.0) -> list[Feedback] | str:
-    """The contract on the machine code: one failed 'static' feedback per refused kind of SASS instruction;
-    or a one-line reason why the disassembler could not run."""
+    """The contract on the machine code: one failed 'static' feedback per refused kind of SASS instruction and
+    per function that writes a register a warpgroup MMA in flight reads; or a one-line reason why the
+    disassembler could not run."""
     try:
         listing = disassemble(cubin, timeout_s)
     except RuntimeError as exc:
         return str(exc)
-    return [Feedback(
+    races = {h.function: h for h in reversed(wgmma_register_hazards(listing))}  # each function's first
+    return [*(Feedback(
+        stage="static", status="failed", error_type="register_race",
+        message=(f"the compiled code writes registers {', '.join(f'R{r}' for r in h.registers)} ({h.instruction!r}) "
+                 "while a warpgroup MMA that reads them (sparse metadata or A fragments) may still be in flight"),
+        location=f"function {h.function}",
+        evidence={"layer": "sass", "instruction": h.instruction, "function": h.function, "registers": h.registers},
+        suggestion="wait for the group (wgmma.wait_group) before loading the next metadata words or A fragments "
+                   "into registers; the compiler does not always see the hazard across a loop's back edge",
+    ) for h in races.values()), *(Feedback(
         stage="static", status="failed", error_type="forbidden_construct",
         message=f"the compiled code holds {f.what} ({f.instruction!r}); the kernel contract refuses it",
         location=f"function {f.function}",
         evidence={"layer": "sass", "instruction": f.instruction, "function": f.function},
         suggestion="remove it from the source, and any header call that brings it in (cute::print, assert)",
-    ) for f in forbidden_instructions(listing)]
+    ) for f in forbidden_instructions(listing))]
 
 
 def check_compiled(result: CompileResult, timeout_s: float = 60.0) -> list[Feedback] | str:

@@ -9,7 +9,8 @@ import pytest
 from sparseditto.knowledge_base.library import get_kernel
 from sparseditto.tools.compiler import compile_source
 from sparseditto.tools.dtypes import dtype as dtype_info
-from sparseditto.tools.sass import analyse_cubin, find_disassembler, forbidden_instructions, parse_sass
+from sparseditto.tools.sass import (analyse_cubin, find_disassembler, forbidden_instructions, parse_sass,
+                                     wgmma_register_hazards)
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "sass" / "spmm_csr_rowsplit_vw4_sm90.sass"
 
@@ -45,3 +46,54 @@ def test_a_fresh_cubin_is_disassembled_without_a_gpu():
     counts = analyse_cubin(result.cubin)
     assert not isinstance(counts, str), counts
     assert counts["spmv_csr_vec4"].global_loads > 0
+
+
+def _loop(wait_in_loop: str) -> str:
+    """A consumer loop in the shape ptxas emits: the tile's metadata words loaded at the top, two sparse MMAs
+    committed as one group, a wait, and the branch back."""
+    return (".text.k:\n"
+            "        /*0010*/   MOV R2, RZ ;\n"
+            ".L_x_1:\n"
+            "        /*0020*/   LDS R88, [R8+0x6000] ;\n"
+            "        /*0030*/   LDS R89, [R8+0x6040] ;\n"
+            "        /*0040*/   WARPGROUP.ARRIVE ;\n"
+            "        /*0050*/   HGMMA.SP.64x128x32.F32 R24, gdesc[UR16].tnspB, R24, UP0, R88, 0x0 ;\n"
+            "        /*0060*/   HGMMA.SP.64x128x32.F32 R24, gdesc[UR16].tnspB, R24, R89, 0x0, gsb0 ;\n"
+            f"        /*0070*/   WARPGROUP.DEPBAR.LE gsb0, {wait_in_loop} ;\n"
+            "        /*0080*/   IADD3 R2, R2, 0x1, RZ ;\n"
+            "        /*0090*/   @P0 BRA `(.L_x_1) ;\n"
+            "        /*00a0*/   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;\n"
+            "        /*00b0*/   STG.E desc[UR4][R4.64], R24 ;\n"
+            "        /*00c0*/   EXIT ;\n")
+
+
+def test_metadata_rewritten_across_the_back_edge_with_a_group_in_flight_is_a_race():
+    hazards = wgmma_register_hazards(_loop("0x1"))
+    assert [(h.function, h.instruction, h.registers) for h in hazards] == [
+        ("k", "LDS R88, [R8+0x6000]", [88]), ("k", "LDS R89, [R8+0x6040]", [89])]
+
+
+def test_a_group_retired_before_the_next_load_is_no_race():
+    assert wgmma_register_hazards(_loop("0x0")) == []
+
+
+def test_the_accumulators_and_a_register_written_after_the_wait_are_no_race():
+    listing = (".text.k:\n"
+               "        /*0010*/   HGMMA.64x128x16.F32 R24, R152, gdesc[UR4], R24, gsb0 ;\n"
+               "        /*0020*/   WARPGROUP.DEPBAR.LE gsb0, 0x0 ;\n"
+               "        /*0030*/   LDS.128 R152, [R8] ;\n"
+               "        /*0040*/   FADD R24, R24, 1 ;\n"
+               "        /*0050*/   HGMMA.64x128x16.F32 R24, R152, gdesc[UR4], R24, gsb0 ;\n"
+               "        /*0060*/   LDS.64 R154, [R8] ;\n")
+    assert [(h.instruction, h.registers) for h in wgmma_register_hazards(listing)] == [("LDS.64 R154, [R8]", [154, 155])]
+
+
+@pytest.mark.skipif(find_disassembler() is None, reason="nvdisasm not installed")
+def test_the_shipped_hopper_2to4_kernel_retires_each_group_before_loading_the_next_metadata():
+    from sparseditto.tools.sass import disassemble
+
+    for params in ({"BM": 128, "BN": 256, "BK": 64, "STAGES": 4}, {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3}):
+        candidate = get_kernel("sp24_wgmma_sp").instantiate(params)
+        result = compile_source(candidate.source, "sm_90a", candidate.defines(dtype_info("fp16").code))
+        assert result.ok, result.log[-2000:]
+        assert wgmma_register_hazards(disassemble(result.cubin)) == []
