@@ -173,9 +173,9 @@ __device__ __forceinline__ void sp24w_load_b(unsigned char* bt, const sp24_in_t*
 
 // This thread's B writes of the stage at `full` are complete (cp.async.wait_group before the call): a proxy fence
 // makes them visible to wgmma, which reads shared memory through the async proxy, then the thread's arrival. The
-// fence has to come from the writing thread after its writes have landed; an arrival triggered by cp.async
-// completion (cp.async.mbarrier.arrive) leaves no point to put it, and measured wrong on the H200 in a few
-// percent of runs.
+// fence comes from the writing thread after its writes have landed, the documented pattern; an arrival triggered by
+// cp.async completion (cp.async.mbarrier.arrive) leaves no point to put it. (The wrong results measured on the H200
+// before this change had another cause, the metadata registers: see the consumer loop.)
 __device__ __forceinline__ void sp24w_b_landed(unsigned full) {
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(full) : "memory");
