@@ -154,28 +154,44 @@ __device__ __forceinline__ void sd_quads_fma(const value_t* __restrict__ x, cons
         for (int e = 0; e < 4; ++e) acc += (c[u][e] >= 0 ? v[u][e] : 0.f) * xv[u][e];
 }
 
+// UR quads at a, a + 4 STRIDE, a + 8 STRIDE, ...: each that starts before hi filled by load(aa, c, v), the rest
+// masked (column -1, value 0); all loads of a step are issued before anything uses them.
+template <int STRIDE, int UR, class Load>
+__device__ __forceinline__ void sd_quads_load(int a, int hi, Load&& load, int (&c)[UR][4], float (&v)[UR][4]) {
+#pragma unroll
+    for (int u = 0; u < UR; ++u) {
+        const int aa = a + u * 4 * STRIDE;
+        if (aa < hi) {
+            load(aa, c[u], v[u]);
+        } else {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) { c[u][e] = -1; v[u][e] = 0.f; }
+        }
+    }
+}
+
 // Partial dot product of the nonzeros [lo, hi) with x, for one lane of a group of STRIDE lanes: the lane
-// takes the aligned quads lane, lane + STRIDE, ..., UR quads per step with all loads issued before the
-// FMAs. SD_XL selects the gather of x: 0 read-only path with L1 allocation, 1 L2 only (.cg).
-template <int STRIDE, int UR, int SD_H, int SD_XL>
-__device__ __forceinline__ float sd_quad_walk(const int* __restrict__ colind, const value_t* __restrict__ values,
-                                              const value_t* __restrict__ x, int lo, int hi, int lane, int nnz,
-                                              unsigned long long pol) {
+// takes the aligned quads lane, lane + STRIDE, ..., UR quads per step (columns and values from `load`, as in
+// sd_quads_load) with all loads issued before the FMAs. SD_XL selects the gather of x: 0 read-only path with L1
+// allocation, 1 L2 only (.cg).
+template <int STRIDE, int UR, int SD_XL, class Load>
+__device__ __forceinline__ float sd_walk(const value_t* __restrict__ x, int lo, int hi, int lane, Load&& load) {
     float acc = 0.f;
     for (int a = (lo & ~3) + 4 * lane; a < hi; a += 4 * STRIDE * UR) {
         int c[UR][4];
         float v[UR][4];
-#pragma unroll
-        for (int u = 0; u < UR; ++u) {
-            const int aa = a + u * 4 * STRIDE;
-            if (aa < hi) {
-                sd_quad_load<SD_H>(colind, values, aa, lo, hi, nnz, pol, c[u], v[u]);
-            } else {
-#pragma unroll
-                for (int e = 0; e < 4; ++e) { c[u][e] = -1; v[u][e] = 0.f; }
-            }
-        }
+        sd_quads_load<STRIDE, UR>(a, hi, load, c, v);
         sd_quads_fma<UR, SD_XL>(x, c, v, acc);
     }
     return acc;
+}
+
+// sd_walk over CSR: the quads' columns and values straight from colind and values.
+template <int STRIDE, int UR, int SD_H, int SD_XL>
+__device__ __forceinline__ float sd_quad_walk(const int* __restrict__ colind, const value_t* __restrict__ values,
+                                              const value_t* __restrict__ x, int lo, int hi, int lane, int nnz,
+                                              unsigned long long pol) {
+    return sd_walk<STRIDE, UR, SD_XL>(x, lo, hi, lane, [&](int aa, int (&c)[4], float (&v)[4]) {
+        sd_quad_load<SD_H>(colind, values, aa, lo, hi, nnz, pol, c, v);
+    });
 }

@@ -81,16 +81,9 @@ spmv_merge_tiles(const int* __restrict__ rowptr, const int* __restrict__ colind,
     for (int a = (j0 & ~3) + 4 * tid; a < j1; a += 8 * BLOCK) {
         int c[2][4];
         float v[2][4];
-#pragma unroll
-        for (int u = 0; u < 2; ++u) {
-            const int aa = a + u * 4 * BLOCK;
-            if (aa < j1) {
-                sd_quad_load<HINT>(colind, values, aa, j0, j1, nnz, pol, c[u], v[u]);
-            } else {
-#pragma unroll
-                for (int e = 0; e < 4; ++e) { c[u][e] = -1; v[u][e] = 0.f; }
-            }
-        }
+        sd_quads_load<BLOCK, 2>(a, j1, [&](int aa, int (&cc)[4], float (&vv)[4]) {
+            sd_quad_load<HINT>(colind, values, aa, j0, j1, nnz, pol, cc, vv);
+        }, c, v);
 #pragma unroll
         for (int u = 0; u < 2; ++u)
 #pragma unroll

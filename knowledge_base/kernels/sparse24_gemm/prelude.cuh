@@ -63,3 +63,18 @@ __device__ __forceinline__ float sp24_epilogue(float acc, float alpha, float bia
     else if (act == 2) y = 0.5f * y * (1.f + tanhf(0.7978845608f * (y + 0.044715f * y * y * y)));
     return y;
 }
+
+// Accumulators of columns col and col + 1 of one row through the epilogue into C: one 32-bit store when both lie
+// inside a row of even width, else each column that lies inside it.
+__device__ __forceinline__ void sp24_store_pair(unsigned short* __restrict__ C, int row, int col, int N, float acc0,
+                                                float acc1, float alpha, float bias, int act) {
+    const unsigned short v0 = sp24_f32_to_out(sp24_epilogue(acc0, alpha, bias, act));
+    const unsigned short v1 = sp24_f32_to_out(sp24_epilogue(acc1, alpha, bias, act));
+    unsigned short* dst = C + (long long)row * N + col;
+    if (N % 2 == 0 && col + 1 < N) {
+        *reinterpret_cast<unsigned*>(dst) = (unsigned)v0 | ((unsigned)v1 << 16);
+    } else {
+        if (col < N) dst[0] = v0;
+        if (col + 1 < N) dst[1] = v1;
+    }
+}

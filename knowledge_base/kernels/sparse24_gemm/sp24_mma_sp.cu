@@ -276,16 +276,8 @@ sp24_mma_sp(const sp24_in_t* __restrict__ A_values, const int* __restrict__ A_me
             const float b = has_bias ? sp24_out_to_f32(bias[row]) : 0.f;
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) {
-                const int col = n0 + wn * WTN + nt * 8 + 2 * t;
-                const unsigned short v0 = sp24_f32_to_out(sp24_epilogue(acc[mt][nt][2 * h], scale, b, act));
-                const unsigned short v1 = sp24_f32_to_out(sp24_epilogue(acc[mt][nt][2 * h + 1], scale, b, act));
-                unsigned short* dst = C + (long long)row * N + col;
-                if (N % 2 == 0 && col + 1 < N) {
-                    *reinterpret_cast<unsigned*>(dst) = (unsigned)v0 | ((unsigned)v1 << 16);
-                } else {
-                    if (col < N) dst[0] = v0;
-                    if (col + 1 < N) dst[1] = v1;
-                }
+                sp24_store_pair(C, row, n0 + wn * WTN + nt * 8 + 2 * t, N, acc[mt][nt][2 * h], acc[mt][nt][2 * h + 1],
+                                scale, b, act);
             }
         }
     }

@@ -177,16 +177,7 @@ sp24_skinny(const sp24_in_t* __restrict__ A_values, const int* __restrict__ A_me
                     for (int w = 1; w < WARPS; ++w)
                         sum[j] += sp24_partial[((((w - 1) * MT + mt) * NT + nt) * 4 + 2 * h + j) * 32 + lane];
                 }
-                const int col = 8 * nt + 2 * t;
-                const unsigned short v0 = sp24_f32_to_out(sp24_epilogue(sum[0], scale, bv, act));
-                const unsigned short v1 = sp24_f32_to_out(sp24_epilogue(sum[1], scale, bv, act));
-                unsigned short* dst = C + (long long)row * N + col;
-                if (N % 2 == 0 && col + 1 < N) {
-                    *reinterpret_cast<unsigned*>(dst) = (unsigned)v0 | ((unsigned)v1 << 16);
-                } else {
-                    if (col < N) dst[0] = v0;
-                    if (col + 1 < N) dst[1] = v1;
-                }
+                sp24_store_pair(C, row, 8 * nt + 2 * t, N, sum[0], sum[1], scale, bv, act);
             }
         }
     }

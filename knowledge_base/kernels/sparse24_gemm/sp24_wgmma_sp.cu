@@ -279,16 +279,8 @@ sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_cons
             const float b = has_bias ? sp24_out_to_f32(bias[row]) : 0.f;
 #pragma unroll
             for (int j = 0; j < BN / 8; ++j) {
-                const int col = n0 + 8 * j + 2 * t;
-                const unsigned short v0 = sp24_f32_to_out(sp24_epilogue(acc[l][4 * j + 2 * h], alpha, b, act));
-                const unsigned short v1 = sp24_f32_to_out(sp24_epilogue(acc[l][4 * j + 2 * h + 1], alpha, b, act));
-                unsigned short* dst = C + (long long)row * N + col;
-                if (N % 2 == 0 && col + 1 < N) {
-                    *reinterpret_cast<unsigned*>(dst) = (unsigned)v0 | ((unsigned)v1 << 16);
-                } else {
-                    if (col < N) dst[0] = v0;
-                    if (col + 1 < N) dst[1] = v1;
-                }
+                sp24_store_pair(C, row, n0 + 8 * j + 2 * t, N, acc[l][4 * j + 2 * h], acc[l][4 * j + 2 * h + 1], alpha,
+                                b, act);
             }
         }
     }
