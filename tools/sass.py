@@ -22,7 +22,8 @@ from pydantic import BaseModel
 
 _TENSOR = ("HMMA", "HGMMA", "IMMA", "IGMMA", "QGMMA", "BMMA", "BGMMA", "DMMA", "OMMA")
 _FUNCTION = re.compile(r"^\s*\.text\.(\w+):")
-_INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
+# an instruction line: its predicate (if any), opcode and operands (text up to the semicolon)
+_INSTRUCTION = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?P<predicate>@!?U?P\w+\s+)?(?P<op>[A-Z][A-Z0-9_.]*)\s*(?P<operands>[^;]*)")
 
 
 # (instruction pattern, what it is): refused in any candidate's machine code
@@ -104,7 +105,7 @@ def parse_sass(listing: str) -> dict[str, SassCounts]:
         if m := _FUNCTION.match(line):
             current = out.setdefault(m.group(1), SassCounts())
         elif current is not None and (m := _INSTRUCTION.search(line)):
-            _count(current, m.group(1))
+            _count(current, m.group("op"))
     return out
 
 
@@ -125,14 +126,13 @@ def forbidden_instructions(listing: str) -> list[ForbiddenInstruction]:
             if m := _FUNCTION.match(line):
                 function = m.group(1)
             elif (m := _INSTRUCTION.search(line)) and pattern.search(line):
-                found.append(ForbiddenInstruction(function=function, instruction=line[m.start(1):].split(";")[0].strip(),
+                found.append(ForbiddenInstruction(function=function, instruction=line[m.start("op"):].split(";")[0].strip(),
                                                   what=what))
                 break
     return found
 
 
 _LABEL = re.compile(r"^(\.L_x_\d+):")
-_OPERANDS = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)\s*([^;]*);")
 _REGISTER = re.compile(r"^R(\d+)$")
 _NO_DESTINATION = ("ST", "STS", "STG", "STL", "RED", "BRA", "BAR", "EXIT", "RET", "WARPGROUP", "DEPBAR", "SYNCS",
                    "BSSY", "BSYNC", "WARPSYNC", "NOP", "FENCE", "MEMBAR", "UTMALDG", "UTMASTG", "LDGSTS", "CCTL")
@@ -180,9 +180,10 @@ def wgmma_register_hazards(listing: str) -> list[WgmmaHazard]:
             function = m.group(1)
         elif m := _LABEL.match(line):
             labels.setdefault(function, {})[m.group(1)] = len(functions.setdefault(function, []))
-        elif m := _OPERANDS.search(line):
-            operands = [o.strip() for o in m.group(3).split(",") if o.strip()]
-            functions.setdefault(function, []).append((m.group(1), m.group(2), line[m.start(2):].split(";")[0].strip(),
+        elif m := _INSTRUCTION.search(line):
+            operands = [o.strip() for o in m.group("operands").split(",") if o.strip()]
+            functions.setdefault(function, []).append((m.group("predicate"), m.group("op"),
+                                                       line[m.start("op"):].split(";")[0].strip(),
                                                        operands))
     for function, code in functions.items():
         if not any("GMMA" in op for _, op, _, _ in code):

@@ -238,7 +238,8 @@ def test_the_failing_output_of_several_is_judged():
 def test_terms_counted_once_bound_every_value_set_as_counted_afresh(family):
     """The runner counts each element's terms once per structure and passes them to every value set's bounds."""
     fam = get_family(family)
-    problem = fam.make_problem(parse_spec(fam.example_spec), 3, fam.tiny_shape(parse_spec(fam.example_spec)))
+    spec = parse_spec(fam.example_spec)
+    problem = fam.make_problem(spec, 3, fam.tiny_shape(spec))
     terms = fam.element_terms(problem)
     fresh = fam.with_fresh_values(problem, np.random.default_rng(4))
     refs = fam.reference(fresh)
