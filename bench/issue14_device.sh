@@ -9,13 +9,20 @@
 # check: the Hopper 2:4 kernel's GPU test alone (a hang must not cost the rest), its variants beside every baseline
 #   at 4096^3 fp16 and 8192^3 bf16 (bench/explore_kernels.py), then the GPU tests named by TESTS (verbose, so that a
 #   run cut off by its limit still says which passed).
-# gpu: the GPU tests of the files named by FILES, verbose (the whole suite no longer fits one call).
+# gpu: the GPU tests of the files named by FILES, selected by the -k expression TESTS, verbose (the whole suite no
+#   longer fits one call).
+# ncu24: Nsight Compute's full set on the Hopper 2:4 kernel at 4096^3 fp16, with a digest of its sections.
 # final: the 2:4 family's 4096^3 and decode specs through the pipeline (budget 2), then `spmv` on five matrices.
 set -u
 what=$1; out=$2
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl 2>/dev/null || exit 1
+# set up once per machine: several modes may run in one call
+if [ ! -f /tmp/site/.ready ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl 2>/dev/null || exit 1
+  touch /tmp/site/.ready
+fi
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >/dev/null 2>&1 || exit 1
+python3 -c "import sparseditto.evals.matrix_suite" 2>/dev/null || python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >/dev/null 2>&1 || exit 1
+mkdir -p "$out"
 mats=/tmp/issue14_matrices; mkdir -p $mats
 case $what in
   check)
@@ -29,9 +36,16 @@ case $what in
       tests/tools/test_sparse24_baselines.py tests/tools/test_run_checks.py tests/tools/test_reference_kernels_gpu.py \
       -k "${TESTS:-not wgmma}" 2>&1 | tee "$out/gpu_tests_h200.txt" | grep -E "PASSED|FAILED|ERROR|passed|failed" | tail -n 40
     ;;
-  gpu)  # the GPU tests of the files in FILES (the whole suite no longer fits one call), verbose
-    timeout ${TESTS_SECONDS:-540} python3 -m pytest -v -m gpu -p no:cacheprovider --durations=15 ${FILES:-tests} 2>&1 \
+  gpu)  # the GPU tests of the files in FILES (the whole suite no longer fits one call) selected by TESTS, verbose
+    timeout ${TESTS_SECONDS:-540} python3 -m pytest -v -m gpu -p no:cacheprovider --durations=15 ${FILES:-tests} -k "${TESTS:-}" 2>&1 \
       | tee "$out/gpu_tests_h200.txt" | grep -E "PASSED|FAILED|ERROR|passed|failed" | tail -n 60
+    ;;
+  ncu24)  # Nsight Compute's full set on the first launch of the Hopper 2:4 kernel (128 x 256 x 64, 4 stages) at 4096^3
+    SP24_TILED=0 SP24_WGMMA=1 timeout ${NCU_SECONDS:-240} ncu --target-processes all -k regex:sp24_wgmma_sp -c 1 --set full \
+      --import-source no -f -o "$out/sp24_wgmma" python3 bench/explore_kernels.py "$out/explore" examples/sparse24_fp16_4096.yaml 2>&1 | tail -n 4
+    ncu --import "$out/sp24_wgmma.ncu-rep" --page details --csv > "$out/sp24_wgmma_details.csv" 2>&1
+    ncu --import "$out/sp24_wgmma.ncu-rep" --page raw --csv > "$out/sp24_wgmma_raw.csv" 2>&1
+    python3 bench/ncu_digest.py "$out/sp24_wgmma_details.csv" | tee "$out/sp24_wgmma_digest.txt" | head -n 60
     ;;
   final)
     for s in sparse24_fp16_4096 sparse24_fp16_decode; do

@@ -256,9 +256,9 @@ def emulate(p, params, dtype, pair_swap=False, a_mode=2):
 CASES = [
     # whole slabs past M, K not a multiple of BK (half a tile of zero fill), N a multiple of 8 with a tail in the
     # second 64-column block of the last tile: the cp.async path
-    ("fp16", {"BM": 128, "BN": 128, "BK": 128, "STAGES": 3}, (208, 320, 200)),
+    ("fp16", {"BM": 128, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1}, (208, 320, 200)),
     # two slabs per consumer, N not a multiple of 8 and past 64 columns: the element path
-    ("bf16", {"BM": 256, "BN": 128, "BK": 64, "STAGES": 3}, (272, 192, 125)),
+    ("bf16", {"BM": 256, "BN": 128, "BK": 64, "STAGES": 3, "LAG": 2}, (272, 192, 125)),
 ]
 
 
@@ -271,14 +271,14 @@ def test_emulated_kernel_gives_a_times_b(dtype, params, shape):
 
 def test_a_wrong_metadata_lane_pair_changes_the_product():
     p, A, B = problem("fp16", 128, 64, 64, seed=8)
-    params = {"BM": 128, "BN": 64, "BK": 64, "STAGES": 3}
+    params = {"BM": 128, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 2}
     assert not np.allclose(emulate(p, params, "fp16", pair_swap=True), A @ B)
 
 
 def test_a_wrong_swizzle_in_the_a_descriptor_changes_the_product():
     """128-byte instead of the 64-byte swizzle TMA wrote: rows read their compressed values from the wrong chunks."""
     p, A, B = problem("bf16", 128, 64, 64, seed=9)
-    params = {"BM": 128, "BN": 64, "BK": 64, "STAGES": 3}
+    params = {"BM": 128, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 2}
     assert not np.allclose(emulate(p, params, "bf16", a_mode=1), A @ B)
 
 
@@ -289,7 +289,7 @@ def test_stored_metadata_has_no_zero_word():
 
 
 def test_shared_memory_holds_stages_barriers_and_alignment():
-    for params in ({"BM": 128, "BN": 256, "BK": 64, "STAGES": 4}, {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3}):
+    for params in ({"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 2}, {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 2}):
         kern = Kernel(params)
         declared = evaluate(get_kernel("sp24_wgmma_sp").kernels[0].shared_bytes, {**params, "value_bytes": 2})
         assert declared == kern.STAGES * kern.stage_bytes + 16 * kern.STAGES + 1024  # stages, barriers, rounding
@@ -313,42 +313,57 @@ class Mbarrier:
         return (self.phase & 1) != parity
 
 
-@pytest.mark.parametrize(("stages", "tiles"), [(2, 7), (3, 3), (4, 11), (5, 2)])
-def test_pipeline_never_reads_early_nor_overwrites_unreleased_stages(stages, tiles):
-    """The kernel's parities and release points, under random interleavings of the producer and the consumers
-    (one agent stands for each side): every read sees its own tile, every refill follows the release, none hangs."""
-    rng = np.random.default_rng(stages * 100 + tiles)
+@pytest.mark.parametrize(("stages", "lag", "tiles"), [(2, 1, 7), (3, 1, 3), (3, 2, 9), (4, 2, 11), (5, 4, 2), (5, 4, 13)])
+def test_pipeline_never_reads_early_nor_overwrites_unreleased_stages(stages, lag, tiles):
+    """The kernel's parities and signalling points, under random interleavings of the producer and the consumers
+    (one agent stands for each side): the producer signals tile t once it has issued tile t + lag (all at the end),
+    the consumer releases a stage once its group retired; every read sees its own tile, every refill follows the
+    release, none hangs."""
+    rng = np.random.default_rng(stages * 100 + lag * 10 + tiles)
     for _ in range(200):
         full = [Mbarrier(1) for _ in range(stages)]
         empty = [Mbarrier(1) for _ in range(stages)]
         held = [None] * stages  # which tile a stage holds
         reading = [False] * stages  # the consumer's wgmma may still read it (until the release)
-        prod, cons = 0, 0
+        prod, signalled, cons, in_flight = 0, 0, 0, False  # in_flight: the consumer's group on tile cons
         while cons < tiles:
+            if prod == tiles:  # after the loop: wait_group 0, then the last tiles signalled in order
+                while signalled < tiles:
+                    full[signalled % stages].arrive()
+                    signalled += 1
             can_produce = prod < tiles and empty[prod % stages].passed(((prod // stages) & 1) ^ 1)
-            can_consume = full[cons % stages].passed((cons // stages) & 1)
+            can_consume = in_flight or full[cons % stages].passed((cons // stages) & 1)
             assert can_produce or can_consume, f"deadlock at producer {prod}, consumer {cons}"
             if can_produce and (not can_consume or rng.random() < 0.5):
                 s = prod % stages
                 assert not reading[s], f"tile {prod} overwrites stage {s} while tile {held[s]} is read"
                 held[s] = prod
-                full[s].arrive()
+                if prod >= lag:
+                    full[(prod - lag) % stages].arrive()
+                    signalled += 1
                 prod += 1
-            else:
+            elif not in_flight:  # the group on tile cons is issued
                 s = cons % stages
                 assert held[s] == cons, f"consumer reads tile {held[s]} for tile {cons}"
-                reading[s] = True
-                if cons > 0:  # after wait_group 1: the previous tile's products are done
-                    reading[(cons - 1) % stages] = False
-                    empty[(cons - 1) % stages].arrive()
+                reading[s], in_flight = True, True
+            else:  # wait_group 0: the group retired, the stage is released
+                s = cons % stages
+                reading[s], in_flight = False, False
+                empty[s].arrive()
                 cons += 1
+
+
+def test_a_lag_of_stages_or_more_deadlocks():
+    """Why the header requires LAG < STAGES: the producer would wait for a stage whose tile it has not signalled."""
+    with pytest.raises(AssertionError, match="deadlock"):
+        test_pipeline_never_reads_early_nor_overwrites_unreleased_stages(3, 3, 9)
 
 
 # ---- the real kernel through the compile-only verifier, and the planner's start ---------------------------------
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
-@pytest.mark.parametrize("params", [WGMMA_START, {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3},
-                                    {"BM": 128, "BN": 64, "BK": 64, "STAGES": 6}], ids=["start", "tall", "narrow"])
+@pytest.mark.parametrize("params", [WGMMA_START, {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1},
+                                    {"BM": 128, "BN": 64, "BK": 64, "STAGES": 6, "LAG": 4}], ids=["start", "tall", "narrow"])
 def test_kernel_passes_the_compile_only_verifier(dtype, params):
     spec = parse_spec({"operation": "spmm", "pattern": {"kind": "n_m"}, "M": 4096, "K": 4096, "N": 4096, "dtype": dtype,
                        "arch": "sm_90a", "epilogue": {"bias": True, "activation": "gelu_tanh", "alpha": True}})
@@ -372,4 +387,4 @@ def test_hopper_compute_bound_specs_start_with_wgmma_and_keep_mma_sp_behind_it()
     assert [k for k, _ in starts(arch="sm_80")] == ["sp24_mma_sp"]
     assert [k for k, _ in starts(arch="sm_90a", dtype="fp8_e4m3")] == ["sp24_mma_sp"]  # 16-bit only
     assert [k for k, _ in starts(arch="sm_90a", N=128)] == ["sp24_mma_sp"]
-    assert [k for k, _ in starts(arch="sm_90a", N=16)] == ["sp24_skinny", "sp24_mma_sp"]
+    assert [k for k, _ in starts(arch="sm_90a", N=16)] == ["sp24_stream", "sp24_skinny", "sp24_mma_sp"]

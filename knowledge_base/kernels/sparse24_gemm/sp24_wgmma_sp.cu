@@ -14,22 +14,25 @@ summary: >
   logical columns, one producer thread loads the compressed A tile (TMA, 64-byte swizzle, K-major) and its
   metadata words (TMA, in the family's stored order, which already is the order wgmma.sp reads) while all 128
   producer threads copy the B tile with 16-byte cp.async (element by element when N is not a multiple of 8)
-  into the 128-byte-swizzled N-major layout and signal it once it has landed, one tile later; STAGES stages are in flight, each guarded by a full and an empty
-  mbarrier. B does not go through TMA because a tensor map needs 16-byte row strides, which an N not a multiple
+  into the 128-byte-swizzled N-major layout and signal it once it has landed, LAG tiles later (so that LAG + 1 tiles
+  of B copies are in flight); STAGES stages, each guarded by a full and an empty mbarrier. B does not go through TMA because a tensor map needs 16-byte row strides, which an N not a multiple
   of 8 does not have. Edges: TMA zero-fills rows past M and columns past K, cp.async zero-fills B past K and N,
   and zero metadata words (only ever zero-fill: a stored word has no zero code) become a valid code. The
   epilogue applies alpha, the row bias (has_bias) and ReLU/GELU (act) in fp32 and stores 16-bit C straight from
   the accumulators. fp8 is not offered: 8-bit wgmma needs B K-major in shared memory, and B is N-major. Each tile's
-  group retires before the next tile's metadata words are loaded (see the consumer loop). H200, 4096^3 fp16: 317 us,
-  434 dense-equivalent TFLOP/s (evals/results/issue15_h200.md).
+  group retires before the next tile's metadata words are loaded (see the consumer loop). H200, 4096^3 fp16: 241 us,
+  570 dense-equivalent TFLOP/s at 256 x 128 x 64 with 6 stages; 128 x 256 x 64 320 us whatever LAG (bounded by the B
+  bytes each product needs, not by latency; evals/results/issue15_h200.md).
 preparation: epilogue_operands
 parameters:
   BM: [128, 256]
   BN: [64, 128, 256]
   BK: [64, 128]
-  STAGES: [3, 4, 5, 6]  # the producer signals a tile's B one tile late: with 2 stages it would wait on itself
+  STAGES: [3, 4, 5, 6]
+  LAG: [1, 2, 3, 4]  # tiles of B copies in flight behind the newest before its oldest is signalled
 constraints:  # over the parameters and the problem symbols; a choice breaking one is never tried
   - "value_bytes == 2"
+  - "LAG < STAGES"  # the producer signals a tile LAG tiles late: with LAG >= STAGES it would wait on itself
   - "(BM // 128) * BN <= 256"
   - "STAGES * (BK * BN * value_bytes + BM * BK // 2 * value_bytes + BM * BK // 8) + 16 * STAGES + 1024 <= 232448"
 kernels:
@@ -218,13 +221,13 @@ sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_cons
                 sp24w_tma_2d(sp24w_smem(stage + B_STAGE_BYTES + A_STAGE_BYTES), &tmap_E, kt * BK / 2, m0 / 16, full);
             }
             sp24w_load_b(stage, B, kt * BK, n0, N, K, tid);
-            if (kt > 0) {  // the previous tile's copies have landed once only this tile's group is in flight
-                asm volatile("cp.async.wait_group 1;" ::: "memory");
-                sp24w_b_landed(bars + 8 * ((kt - 1) % STAGES));
+            if (kt >= LAG) {  // tile kt - LAG has landed once at most the LAG newer tiles' groups are in flight
+                asm volatile("cp.async.wait_group %0;" :: "n"(LAG) : "memory");
+                sp24w_b_landed(bars + 8 * ((kt - LAG) % STAGES));
             }
         }
         asm volatile("cp.async.wait_group 0;" ::: "memory");
-        sp24w_b_landed(bars + 8 * ((tiles - 1) % STAGES));
+        for (int kt = tiles > LAG ? tiles - LAG : 0; kt < tiles; ++kt) sp24w_b_landed(bars + 8 * (kt % STAGES));
         return;
     }
 
