@@ -89,6 +89,13 @@ def contenders(plan: Plan) -> list[Choice]:
             if s.calibrated_us <= CONTENDER_FACTOR * fastest][:CONTENDERS]
 
 
+def contenders_ahead(plan: Plan, iterations: list[dict[str, Any]], current: Choice, left: int) -> list[Choice]:
+    """The contenders the offline review will ask for after `current`, at most `left` (the iterations the budget
+    leaves after this one): what may be verified ahead, beside `current`."""
+    tried = tried_choices(iterations) | {current.key()}
+    return [c for c in contenders(plan) if c.key() not in tried][:max(left, 0)]
+
+
 def offline_review(plan: Plan, iterations: list[dict[str, Any]], dtype: str, backend: str, budget_left: bool = True) -> Verdict:
     """`budget_left` False means this is the last verdict the budget allows: accept the best if it beats the baselines."""
     last = VerificationReport.model_validate(iterations[-1]["report"])

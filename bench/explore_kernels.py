@@ -24,8 +24,13 @@ def variants(spec) -> list[tuple[str, dict[str, int]]]:
     out = []
     if spec.family == "sparse24_gemm":
         if spec.N <= 64:
-            for mt, nt, warps, u in ((2, 2, 8, 2), (1, 2, 8, 2), (2, 2, 4, 4), (4, 2, 8, 1)):
-                out.append(("sp24_skinny", {"MT": mt, "NT": nt, "WARPS": warps, "UNROLL": u}))
+            # the register-streaming kernel's best (53.5 us at the decode shape), then the cp.async-ring stream: two
+            # K slices of 16 warps x 2 pairs with 4 and 3 stages, four slices at 2 blocks per SM, 32-row tiles with
+            # 2 stages, and six shallow stages of one pair per warp
+            out.append(("sp24_skinny", {"MT": 2, "NT": 2, "WARPS": 8, "UNROLL": 2}))
+            for mt, warps, up, stages, bps in ((1, 16, 2, 4, 1), (1, 16, 2, 3, 1), (1, 8, 2, 4, 2), (2, 16, 2, 2, 1),
+                                               (1, 16, 1, 6, 1)):
+                out.append(("sp24_stream", {"MT": mt, "NT": 2, "WARPS": warps, "UP": up, "STAGES": stages, "BPS": bps}))
             return out
         if os.environ.get("SP24_TILED", "1") == "1":
             out.append(("sp24_mma_sp", {"BM": 128, "BN": 128, "BK": 64, "WM": 2, "WN": 4, "STAGES": 4}))

@@ -27,7 +27,9 @@ from langgraph.runtime import Runtime
 
 from sparseditto.agents.policies import accounting, code_step, plan_step, review_step
 from sparseditto.agents.retriever import gpu_identity, retrieve
-from sparseditto.agents.reviewer import best_iteration, describe
+from sparseditto.agents.coder import write_candidate
+from sparseditto.agents.reviewer import best_iteration, contenders_ahead, describe
+from sparseditto.agents.schemas import Choice
 from sparseditto.errors import SparseDittoError, SpecError
 from sparseditto.graph.context import PipelineContext, context_of
 from sparseditto.graph.routing import budget_spent, llm_budget_spent
@@ -164,13 +166,19 @@ async def tool(state: PipelineState, runtime: Runtime[PipelineContext]) -> dict[
         verifier = ctx.verifier or make_verifier(ctx.arch or run.spec.arch, ctx.force_compile_only)
         reuse = run.plan.reuse
         checked = run.plan.reuse_checked if reuse and reuse.model_dump() == state["choice"] else None
-        return verifier, run.spec, run.candidate, run.best_median_us, checked
+        ahead = []
+        if verifier.backend == "gpu" and ctx.run_policy(state) == "offline" and Settings().run_ahead and not checked:
+            iterations = state.get("iterations", [])
+            left = state["iteration_limit"] - len(iterations) - 1
+            ahead = [write_candidate(c) for c in contenders_ahead(run.plan, iterations, Choice.model_validate(state["choice"]), left)]
+        return verifier, run.spec, run.candidate, run.best_median_us, checked, ahead
 
-    verifier, spec, candidate, best_us, checked = await asyncio.to_thread(prepare)
+    verifier, spec, candidate, best_us, checked, ahead = await asyncio.to_thread(prepare)
     iteration = len(state.get("iterations", [])) + 1
-    _emit("verifying", iteration=iteration, label=candidate.label(), backend=verifier.backend)
+    _emit("verifying", iteration=iteration, label=candidate.label(), backend=verifier.backend,
+          ahead=[c.label() for c in ahead])
     start = time.perf_counter()
-    report: VerificationReport = await asyncio.to_thread(verifier.verify, candidate, spec, best_us, checked)
+    report: VerificationReport = await asyncio.to_thread(verifier.verify, candidate, spec, best_us, checked, ahead)
     seconds = time.perf_counter() - start
     _emit("verified", iteration=iteration, label=candidate.label(), outcome=describe(report), seconds=round(seconds, 2))
     record = {"iteration": iteration, "choice": state["choice"], "candidate": candidate.label(), "kernel": state["candidate"],

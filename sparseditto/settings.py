@@ -30,6 +30,9 @@ class Settings(BaseSettings):
     # GPU verification stages after correctness and timing (each needs its tool on PATH)
     sanitize: bool = True
     profile: bool = True
+    # the offline policy's next contenders run in the runner process of the current candidate (one draw of inputs,
+    # the baselines timed once); their results wait for their own iterations
+    run_ahead: bool = True
     # where to keep the sanitizer's and Nsight Compute's raw output (unset: not kept)
     tool_output_dir: str | None = None
 

@@ -5,7 +5,7 @@ GPU tests are marked `gpu` and skipped when no CUDA device is found (sparseditto
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -135,10 +135,12 @@ class ScriptedVerifier:
     def __init__(self, outcome: Callable[[KernelCandidate, int], VerificationReport]) -> None:
         self.outcome = outcome
         self.calls: list[str] = []
+        self.ahead: list[list[str]] = []  # per call, the candidates offered to run ahead
 
     def verify(self, candidate: KernelCandidate, spec: Spec, best_us: float | None = None,
-               already_checked: str | None = None) -> VerificationReport:
+               already_checked: str | None = None, ahead: Sequence[KernelCandidate] = ()) -> VerificationReport:
         self.calls.append(candidate.label())
+        self.ahead.append([c.label() for c in ahead])
         return self.outcome(candidate, len(self.calls))
 
 

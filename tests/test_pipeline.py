@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from sparseditto.errors import NotImplementedFamilyError, SpecError
+from sparseditto.knowledge_base.library import get_kernel
 from sparseditto.pipeline import run_pipeline
 
 EXAMPLES = sorted((Path(__file__).parent.parent / "examples").glob("*.yaml"))
@@ -43,3 +44,27 @@ def test_bad_spec_is_refused_before_anything_runs(tmp_path, tiny_spmm_dict, scri
     with pytest.raises(SpecError, match="no such spec file"):
         run_pipeline(str(tmp_path / "missing.yaml"), runs_dir=str(tmp_path), verifier=verifier)
     assert verifier.calls == []
+
+
+def test_the_offline_run_offers_its_next_contenders_to_run_ahead(tmp_path, scripted_verifier):
+    """The tool node passes the contenders the offline review will ask for next (never the current one, never more
+    than the budget leaves), so that a GPU backend can run them in the current candidate's runner process."""
+    from sparseditto.agents.planner import offline_plan
+    from sparseditto.agents.reviewer import contenders
+    from sparseditto.spec import parse_spec
+
+    spec = {"operation": "spmv", "pattern": {"distribution": "uniform", "nnz_per_row": 16}, "M": 200000, "K": 200000}
+    labels = [get_kernel(c.kernel).instantiate(c.params).label() for c in contenders(offline_plan(parse_spec(spec)))]
+    assert len(labels) >= 2
+    verifier = scripted_verifier(speedup=0.5)
+    run_pipeline({**spec, "budget": {"iterations": 2}}, on_budget="abort", runs_dir=str(tmp_path), verifier=verifier)
+    assert verifier.calls[:2] == labels[:2]
+    assert verifier.ahead == [labels[1:2], []]  # the budget leaves one more iteration after the first, none after
+
+
+def test_runs_ahead_can_be_switched_off(tmp_path, scripted_verifier, monkeypatch):
+    monkeypatch.setenv("SPARSEDITTO_RUN_AHEAD", "0")
+    spec = {"operation": "spmv", "pattern": {"distribution": "uniform", "nnz_per_row": 16}, "M": 200000, "K": 200000}
+    verifier = scripted_verifier(speedup=0.5)
+    run_pipeline({**spec, "budget": {"iterations": 3}}, on_budget="abort", runs_dir=str(tmp_path), verifier=verifier)
+    assert verifier.ahead == [[], [], []]

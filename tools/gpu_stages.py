@@ -1,6 +1,6 @@
 """The GPU stages of verification, each in child processes with a timeout.
 
-run_child: correctness and benchmark in the runner process. sanitizer_stage: the four
+run_child: correctness and benchmark in the runner process (run_batch_child: several candidates of one spec in one). sanitizer_stage: the four
 compute-sanitizer tools over the instances the runner saved. profile_stage: Nsight Compute over the main shape,
 summarised for the reviewer. A crash, hang or tool failure becomes feedback, never an exception here.
 """
@@ -18,7 +18,7 @@ import structlog
 from sparseditto.settings import Settings
 from sparseditto.tools.profiler import ProfileSummary, run_ncu, summarize
 from sparseditto.tools.results import Feedback
-from sparseditto.tools.runner import RunJob, RunResult
+from sparseditto.tools.runner import BatchJob, RunJob, RunResult
 from sparseditto.tools.sanitizer import TOOLS, Finding, run_tool
 
 log = structlog.get_logger(__name__)
@@ -40,20 +40,53 @@ def run_child(job: RunJob, tmp: Path, timeout_s: float) -> RunResult | Feedback:
     """The runner in its own process; a hang, crash or missing result becomes launch feedback."""
     job_file, out_file = tmp / f"job-{job.mode}.json", tmp / f"result-{job.mode}.json"
     job_file.write_text(job.model_dump_json())
+    ended = _run(_child_command(job_file, out_file), timeout_s)
+    if ended is not None or not out_file.exists():
+        return ended or _missing(None)
+    return RunResult.model_validate_json(out_file.read_text())
+
+
+def run_batch_child(jobs: list[RunJob], tmp: Path, timeout_s: float) -> list[RunResult | Feedback]:
+    """Several candidates of one spec in one runner process (`runner --batch`), timeout_s each. Each result is read on
+    its own: the candidate that ended the process early gets the hang or crash as its launch feedback, the ones after
+    it a note that they were not run."""
+    batch_file, out_dir = tmp / "job-batch.json", tmp / "batch-results"
+    out_dir.mkdir(exist_ok=True)
+    batch_file.write_text(BatchJob(jobs=jobs).model_dump_json())
+    ended = _run([sys.executable, "-m", "sparseditto.tools.runner", "--batch", str(batch_file), str(out_dir)],
+                 timeout_s * len(jobs))
+    results: list[RunResult | Feedback] = []
+    for i in range(len(jobs)):
+        out_file = out_dir / f"result-{i}.json"
+        if out_file.exists():
+            results.append(RunResult.model_validate_json(out_file.read_text()))
+        elif not any(isinstance(r, Feedback) for r in results):
+            results.append(ended or _missing(None))
+        else:
+            results.append(Feedback(stage="launch", status="not_executed",
+                                    message="not executed: an earlier candidate of its batch ended the runner process"))
+    return results
+
+
+def _run(command: list[str], timeout_s: float) -> Feedback | None:
+    """The command to its end; why it failed as launch feedback, None when it exited normally."""
     try:
-        proc = subprocess.run(_child_command(job_file, out_file), capture_output=True, text=True, timeout=timeout_s)
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         return Feedback(stage="launch", status="failed", error_type="timeout",
                         message=f"the candidate run did not finish within {timeout_s:.0f} s (hang or far too slow)",
                         suggestion="check loop bounds and that every thread reaches each barrier")
-    if proc.returncode != 0 or not out_file.exists():
-        tail = "\n".join(proc.stderr.strip().splitlines()[-15:])
-        kind = "illegal_memory_access" if "ILLEGAL_ADDRESS" in tail or "illegal memory" in tail else "crash"
-        last = tail.splitlines()[-1] if tail else f"exit code {proc.returncode}"
-        log.info("candidate_run_failed", error_type=kind, message=last)
-        return Feedback(stage="launch", status="failed", error_type=kind, message=last, evidence={"stderr_tail": tail},
-                        suggestion="guard every index against the row/column bounds" if kind == "illegal_memory_access" else None)
-    return RunResult.model_validate_json(out_file.read_text())
+    return _missing(proc) if proc.returncode != 0 else None
+
+
+def _missing(proc: subprocess.CompletedProcess | None) -> Feedback:
+    """A crash (its stderr's tail as evidence), or a normal exit that left no result."""
+    tail = "\n".join(proc.stderr.strip().splitlines()[-15:]) if proc else ""
+    kind = "illegal_memory_access" if "ILLEGAL_ADDRESS" in tail or "illegal memory" in tail else "crash"
+    last = tail.splitlines()[-1] if tail else (f"exit code {proc.returncode}" if proc else "the runner left no result")
+    log.info("candidate_run_failed", error_type=kind, message=last)
+    return Feedback(stage="launch", status="failed", error_type=kind, message=last, evidence={"stderr_tail": tail},
+                    suggestion="guard every index against the row/column bounds" if kind == "illegal_memory_access" else None)
 
 
 # the instances each tool launches: the main instance only under the cheaper tools (racecheck and synccheck

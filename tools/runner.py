@@ -12,6 +12,11 @@
 Every instance's launches are checked (tools/launch_check.py) before the first one runs; a rejection is
 launch feedback. A crash or hang here ends only this process; the parent turns a missing result into feedback.
 It names no family: the spec's family answers for problems, references, preparations and shapes.
+
+`python -m sparseditto.tools.runner --batch BATCH.json OUT_DIR` verifies several candidates of one spec, one after
+another on the same fresh inputs (one seed draw), each judged on its own exactly as alone; what depends on the inputs
+only (the problems, their references and bounds, the baselines' timings) is made once. Each result is written as soon
+as it is known (OUT_DIR/result-I.json), so that a crash keeps the results before it.
 """
 
 from __future__ import annotations
@@ -66,6 +71,36 @@ class RunJob(BaseModel):
     @classmethod
     def _family_spec(cls, value: Any) -> SpecBase:
         return parse_spec(value)
+
+
+class BatchJob(BaseModel):
+    """Verify-mode jobs of one spec sharing seeds, held-out shapes and timing seed."""
+
+    jobs: list[RunJob]
+
+    @field_validator("jobs")
+    @classmethod
+    def _one_input_draw(cls, jobs: list[RunJob]) -> list[RunJob]:
+        draws = {(j.spec.model_dump_json(), tuple(j.seeds), str(j.held_out_shapes), j.timing_seed, j.mode) for j in jobs}
+        if len(draws) > 1:
+            raise ValueError("a batch's jobs share the spec, the seeds, the held-out shapes, the timing seed and the mode")
+        return jobs
+
+
+# what depends on the inputs only, made once per process (a batch's candidates share it): problems by spec, seed and
+# shape, and by the problem's identity (the problems stay here, so an identity is never reused) its references,
+# bounds, element terms, fresh value sets and the baselines' timings; the copy bandwidth
+_SHARED: dict[tuple[Any, ...], Any] = {}
+
+
+def shared(key: tuple[Any, ...], make: Any) -> Any:
+    if key not in _SHARED:
+        _SHARED[key] = make()
+    return _SHARED[key]
+
+
+def references(family: ProblemFamily, problem: Problem) -> dict[str, np.ndarray]:
+    return shared(("refs", id(problem)), lambda: family.reference(problem))
 
 
 class RunResult(BaseModel):
@@ -226,7 +261,7 @@ def _run_library_first(job: RunJob, launcher: Launcher, problem: Problem) -> Non
 def _judge(family: ProblemFamily, spec: SpecBase, problem: Problem, results: dict[str, np.ndarray],
            refs: dict[str, np.ndarray], unwritten: dict[str, np.ndarray]) -> dict[str, CheckedOutput]:
     """Every output against its reference: element-wise bounds for a multilinear family, else norm-wise."""
-    bounds = family.error_bounds(problem, refs, spec.tolerance)
+    bounds = shared(("bounds", id(problem)), lambda: family.error_bounds(problem, refs, spec.tolerance))
     tols = tolerances(spec, problem)
     return {name: CheckedOutput.judge(out, refs[name], tols[name], unwritten[name], bounds[name] if bounds else None,
                                       numerics(problem.outputs[name].dtype).largest)
@@ -235,8 +270,11 @@ def _judge(family: ProblemFamily, spec: SpecBase, problem: Problem, results: dic
 
 def _trial_problem(job: RunJob, family: ProblemFamily, seed: int, shape: dict[str, int] | None, specials: bool) -> Problem:
     """A trial's instance: the family's seeded problem; with `specials`, its values drawn again with NaN and Inf."""
-    problem = family.make_problem(job.spec, seed, shape)
-    return family.with_fresh_values(problem, np.random.default_rng(seed ^ 0x5DEECE66D), specials=True) if specials else problem
+    def make() -> Problem:
+        problem = family.make_problem(job.spec, seed, shape)
+        return family.with_fresh_values(problem, np.random.default_rng(seed ^ 0x5DEECE66D), specials=True) if specials else problem
+
+    return shared(("trial", job.spec.model_dump_json(), seed, tuple(sorted((shape or {}).items())), specials), make)
 
 
 def check_correctness(job: RunJob, family: ProblemFamily, module: Any, info: dict[str, Any]) -> tuple[list[Trial], Feedback]:
@@ -257,7 +295,7 @@ def check_correctness(job: RunJob, family: ProblemFamily, module: Any, info: dic
         launcher.poison()
         launcher.run()
         cp.cuda.Device().synchronize()
-        results, refs = launcher.results(), family.reference(problem)
+        results, refs = launcher.results(), references(family, problem)
         unwritten = {name: launcher.unwritten(name) for name in results}
         checked = _judge(family, job.spec, problem, results, refs, unwritten)
         non_finite = sum(int((~np.isfinite(c.out) & np.isfinite(c.ref) & ~c.unwritten).sum()) for c in checked.values())
@@ -329,8 +367,8 @@ class ValueSet:
         import cupy as cp
 
         self.problem = problem
-        self.refs = family.reference(problem)
-        bounds = family.error_bounds(problem, self.refs, spec.tolerance, terms)
+        self.refs = references(family, problem)
+        bounds = shared(("bounds", id(problem)), lambda: family.error_bounds(problem, self.refs, spec.tolerance, terms))
         self.pristine = {name: cp.asarray(arr) for name, arr in host.items()}
         self.ref_dev = {name: cp.asarray(ref) for name, ref in self.refs.items()}
         self.bound_dev = {name: cp.asarray(b.bound) for name, b in bounds.items()} if bounds else None
@@ -350,20 +388,20 @@ class ValueSet:
             checker.differ(run, working[name], arr)
 
 
-def _value_sets(job: RunJob, family: ProblemFamily, problem: Problem, host: dict[str, np.ndarray],
-                rng: np.random.Generator) -> list[ValueSet]:
+def _value_sets(job: RunJob, family: ProblemFamily, problem: Problem, host: dict[str, np.ndarray]) -> list[ValueSet]:
     """The timing instance's own values (`host`: its inputs and prepared arrays) and up to VALUE_SETS - 1 more
-    (same structure, every float value drawn anew, the preparation run again), as many as fit in half the free
-    device memory."""
+    (same structure, every float value drawn anew from the timing seed, the preparation run again), as many as fit
+    in half the free device memory."""
     import cupy as cp
 
-    terms = family.element_terms(problem)  # counted once: the sets differ in values only
+    terms = shared(("terms", id(problem)), lambda: family.element_terms(problem))  # the sets differ in values only
     sets = [ValueSet(family, job.spec, problem, host, terms)]
     out_bytes = sum(16 * int(np.prod(o.shape)) for o in problem.outputs.values())
     per_set = sum(a.nbytes for a in host.values()) + out_bytes
     free = cp.cuda.runtime.memGetInfo()[0]
-    for _ in range(min(VALUE_SETS - 1, int(0.5 * free // max(per_set, 1)))):
-        fresh = family.with_fresh_values(problem, rng)
+    for k in range(min(VALUE_SETS - 1, int(0.5 * free // max(per_set, 1)))):
+        fresh = shared(("fresh", id(problem), k),
+                       lambda: family.with_fresh_values(problem, np.random.default_rng([job.timing_seed, k + 1])))
         prepared, _ = prepare(job.candidate, family, fresh)
         fresh_host = {**fresh.inputs, **prepared}
         if any(fresh_host[n].shape != a.shape or fresh_host[n].dtype != a.dtype for n, a in host.items()):
@@ -404,19 +442,18 @@ def timing_floor(family: ProblemFamily, problem: Problem, info: dict[str, Any], 
 
 
 def benchmark(job: RunJob, family: ProblemFamily, module: Any, info: dict[str, Any]) -> tuple[Feedback, Measurement | None, list[BaselineTiming]]:
-    import cupy as cp
-
     flush = L2Flusher()
-    copy_bw = device_copy_bandwidth(flush)
-    rng = np.random.default_rng(job.timing_seed)
-    problem = family.make_problem(job.spec, job.timing_seed)
+    copy_bw = shared(("copy_bandwidth",), lambda: device_copy_bandwidth(flush))
+    rng = np.random.default_rng(job.timing_seed)  # the order of the value sets
+    problem = shared(("timing", job.spec.model_dump_json(), job.timing_seed),
+                     lambda: family.make_problem(job.spec, job.timing_seed))
     preparation = timed_prepare(job.candidate, family, problem)
     prepared = preparation[0]
     # a number of runs the kernel cannot predict, every one of them checked
     runs = job.runs + job.timing_seed % (job.runs // 2 + 1)
     # the harness's own buffers first: the candidate's are the last allocations, so that a write past their end
     # lands in free memory (for the sanitizer to find), never in the copies the runs are checked against
-    sets = _value_sets(job, family, problem, {**problem.inputs, **prepared}, rng)
+    sets = _value_sets(job, family, problem, {**problem.inputs, **prepared})
     checker = RunChecker(job.warmup + runs)
     checker.prepare({out.dtype for out in problem.outputs.values()})
     launcher = Launcher(job.candidate, module, problem, family, info, job.resources, prepared=preparation)
@@ -450,22 +487,11 @@ def benchmark(job: RunJob, family: ProblemFamily, module: Any, info: dict[str, A
                                 f"warm-up runs (first: run {wrong_runs[0]}): the kernel does not compute the result on every call",
                         evidence={**checked, "wrong_runs": wrong_runs[:20]},
                         suggestion="compute from the inputs on every call; keep no state between launches"), None, []
-    refs = sets[0].refs
-    tols = sets[0].tolerances
     instance_names = save_sanitizer_instances(job, family, problem)
 
-    # a baseline computes the family's first output, on its own copies of the first value set
-    first = next(iter(problem.outputs))
-    baselines: list[BaselineTiming] = []
-    baselines_start = time.perf_counter()
-    pristine = {name: arr.copy() for name, arr in sets[0].pristine.items()}
-    for call in _baseline_calls(job, pristine, problem):
-        cp.cuda.Device().synchronize()  # each call has run once while being prepared: its output is the answer
-        b_err = rel_error(to_float64(call.output.get(), problem.outputs[first].dtype), refs[first])
-        t = time_call(call.run, flush, warmup=job.warmup, runs=job.runs)
-        baselines.append(BaselineTiming(name=call.name, library=call.library, config=call.config, median_us=t.median_us,
-                                        rel_error=b_err, correct=b_err <= max(tols[first], 1e-2)))
-    baseline_seconds = time.perf_counter() - baselines_start
+    timed_here = ("baselines", id(problem)) not in _SHARED  # else timed beside an earlier candidate of the batch
+    baselines, baseline_seconds = shared(("baselines", id(problem)),
+                                         lambda: _time_baselines(job, problem, sets[0], flush))
     floor = timing_floor(family, problem, info, copy_bw)
     peak, floor_us = floor.peak, floor.floor_us
     correct_baselines = [b for b in baselines if b.correct]
@@ -490,9 +516,30 @@ def benchmark(job: RunJob, family: ProblemFamily, module: Any, info: dict[str, A
                       f"{len(order)} runs on {len(sets)} value sets changed in place, every output and input checked"),
         evidence={"median_us": timing.median_us, "floor_us": floor_us, "peak_tflops": peak * 1e-12,
                   "best_baseline_us": measurement.best_baseline_us, **checked, "sanitizer_instances": instance_names,
-                  "tool_class": family.tool_class(problem), "baseline_seconds": round(baseline_seconds, 2)},
+                  "tool_class": family.tool_class(problem),
+                  "baseline_seconds": round(baseline_seconds, 2) if timed_here else 0.0,
+                  "baselines_timed": "in this run" if timed_here else "beside an earlier candidate of the batch, same instance"},
     )
     return fb, measurement, baselines
+
+
+def _time_baselines(job: RunJob, problem: Problem, first_set: ValueSet, flush: L2Flusher) -> tuple[list[BaselineTiming], float]:
+    """Every baseline configuration on its own copies of the first value set (the inputs only: no preparation of the
+    candidate's); a baseline computes the family's first output. Also the seconds this took."""
+    import cupy as cp
+
+    first = next(iter(problem.outputs))
+    tolerance = first_set.tolerances[first]
+    baselines: list[BaselineTiming] = []
+    start = time.perf_counter()
+    pristine = {name: first_set.pristine[name].copy() for name in problem.inputs}
+    for call in _baseline_calls(job, pristine, problem):
+        cp.cuda.Device().synchronize()  # each call has run once while being prepared: its output is the answer
+        b_err = rel_error(to_float64(call.output.get(), problem.outputs[first].dtype), first_set.refs[first])
+        t = time_call(call.run, flush, warmup=job.warmup, runs=job.runs)
+        baselines.append(BaselineTiming(name=call.name, library=call.library, config=call.config, median_us=t.median_us,
+                                        rel_error=b_err, correct=b_err <= max(tolerance, 1e-2)))
+    return baselines, time.perf_counter() - start
 
 
 def _load(job: RunJob) -> tuple[ProblemFamily, dict[str, Any], Any]:
@@ -563,7 +610,16 @@ def profile_job(job: RunJob) -> RunResult:
 MODES = {"verify": run_job, "sanitize": sanitize_job, "profile": profile_job}
 
 
+def run_batch(batch: BatchJob, out_dir: Path) -> None:
+    """Each job in order, its result written before the next starts."""
+    for i, job in enumerate(batch.jobs):
+        (out_dir / f"result-{i}.json").write_text(run_job(job).model_dump_json())
+
+
 def main(argv: list[str]) -> int:
+    if argv[0] == "--batch":
+        run_batch(BatchJob.model_validate_json(Path(argv[1]).read_text()), Path(argv[2]))
+        return 0
     job = RunJob.model_validate_json(Path(argv[0]).read_text())
     result = MODES[job.mode](job)
     Path(argv[1]).write_text(result.model_dump_json())

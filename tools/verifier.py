@@ -8,14 +8,18 @@ never as passed.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import re
 import secrets
+import shutil
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 import structlog
+from pydantic import BaseModel
 
 import numpy as np
 
@@ -24,7 +28,7 @@ from sparseditto.tools.compiler import CompileResult, KernelResources, compile_s
 from sparseditto.tools.contract import KernelCandidate, runner_symbols
 from sparseditto.tools.dtypes import DTYPES
 from sparseditto.tools.families import Problem, get_family
-from sparseditto.tools.gpu_stages import profile_stage, run_child, sanitizer_stage
+from sparseditto.tools.gpu_stages import profile_stage, run_batch_child, run_child, sanitizer_stage
 from sparseditto.tools.launch_check import DeviceLimits, LaunchRejected, check_sizes, plan_launch
 from sparseditto.tools.profiler import find_ncu
 from sparseditto.tools.results import NOT_EXECUTED_NO_GPU, Feedback, VerificationReport
@@ -40,9 +44,10 @@ class Verifier(Protocol):
     backend: str
 
     def verify(self, candidate: KernelCandidate, spec: Spec, best_us: float | None = None,
-               already_checked: str | None = None) -> VerificationReport:
+               already_checked: str | None = None, ahead: Sequence[KernelCandidate] = ()) -> VerificationReport:
         """`best_us`: the fastest correct time so far in this run; slower candidates skip the costly stages.
-        `already_checked`: why the sanitizer and profiler need not run again (a stored kernel being re-validated)."""
+        `already_checked`: why the sanitizer and profiler need not run again (a stored kernel being re-validated).
+        `ahead`: candidates this run will likely verify next; a backend may run them now beside this one."""
         ...
 
 
@@ -149,7 +154,7 @@ class CompileOnlyVerifier:
         self.arch = arch
 
     def verify(self, candidate: KernelCandidate, spec: Spec, best_us: float | None = None,
-               already_checked: str | None = None) -> VerificationReport:
+               already_checked: str | None = None, ahead: Sequence[KernelCandidate] = ()) -> VerificationReport:
         result, feedback, sass = check_and_compile(candidate, spec, spec.arch or self.arch)
         if not any(f.status in {"failed", "error"} for f in feedback):
             feedback += [Feedback(stage=s, status="not_executed", message=NOT_EXECUTED_NO_GPU)
@@ -160,6 +165,52 @@ class CompileOnlyVerifier:
 # compiled kernels (cubin digest) and family shape classes whose compute-sanitizer and Nsight Compute stages
 # passed in this process, with the spec they passed on: an evaluation's worker verifies many specs of one class
 _TOOLS_PASSED: dict[tuple[str, str], str] = {}
+
+# candidates run ahead, in the runner process of an earlier candidate of the same spec: (cubin digest, spec) -> the
+# job (its cubin and sanitizer instances kept in _ahead_dir() for the later stages) and the runner's result; each is
+# taken once, by the verification of that very compiled kernel for that spec
+_AHEAD: dict[tuple[str, str], tuple[RunJob, RunResult]] = {}
+
+
+def _ahead_dir() -> Path:
+    global _AHEAD_DIR
+    if _AHEAD_DIR is None:
+        _AHEAD_DIR = Path(tempfile.mkdtemp(prefix="sparseditto-ahead-"))
+        atexit.register(shutil.rmtree, _AHEAD_DIR, True)
+    return _AHEAD_DIR
+
+
+_AHEAD_DIR: Path | None = None
+
+
+def _forget_ahead(keep_spec: str) -> None:
+    """Results run ahead for other specs are never taken: an evaluation has moved on."""
+    for key in [k for k in _AHEAD if k[1] != keep_spec]:
+        _discard(_AHEAD.pop(key)[0])
+
+
+def _discard(job: RunJob) -> None:
+    """A job run ahead, done with: its cubin and sanitizer instances (up to gigabytes) go."""
+    for path in (job.cubin_path, job.instances_path):
+        if path:
+            Path(path).unlink(missing_ok=True)
+
+
+class InputDraw(BaseModel):
+    """One verification's fresh inputs: the trials' seeds, the held-out shapes and the timing seed (shared by every
+    candidate of a batch)."""
+
+    seeds: list[int]
+    held_out_seed: int
+    held_out_shapes: list[dict[str, int]]
+    timing_seed: int
+
+    @classmethod
+    def fresh(cls, spec: Spec, trials: int) -> "InputDraw":
+        held_out_seed = secrets.randbits(63)  # drawn per verification, recorded in the report
+        return cls(seeds=[secrets.randbelow(2**31) for _ in range(trials)], held_out_seed=held_out_seed,
+                   held_out_shapes=get_family(spec.family).held_out_shapes(spec, np.random.default_rng(held_out_seed)),
+                   timing_seed=secrets.randbelow(2**31))
 
 
 def needless_tools(candidate: KernelCandidate, result: CompileResult, sass: dict[str, SassCounts]) -> dict[str, str]:
@@ -203,49 +254,100 @@ class GpuVerifier:
         self.tool_timeout_s = tool_timeout_s
 
     def verify(self, candidate: KernelCandidate, spec: Spec, best_us: float | None = None,
-               already_checked: str | None = None) -> VerificationReport:
-        result, feedback, sass = check_and_compile(candidate, spec, spec.arch or self.arch)
+               already_checked: str | None = None, ahead: Sequence[KernelCandidate] = ()) -> VerificationReport:
+        """`ahead`: run in the same runner process, after this candidate and on its fresh inputs, each that compiles
+        and passes the static checks; their results wait for their own verification (the sanitizer and the profiler
+        then run as for any candidate). What depends on the inputs only is made once, not per candidate."""
+        arch = spec.arch or self.arch
+        result, feedback, sass = check_and_compile(candidate, spec, arch)
         if result is None or any(f.status in {"failed", "error"} for f in feedback):
             return _report(candidate, self.backend, result, feedback, sass)
-        family = get_family(spec.family)
+        spec_key = spec.model_dump_json()
+        _forget_ahead(spec_key)
+        digest = hashlib.sha256(result.cubin or b"").hexdigest()
         with tempfile.TemporaryDirectory(prefix="sparseditto-") as tmp:
-            cubin = Path(tmp) / f"candidate-{secrets.token_hex(4)}.cubin"
-            cubin.write_bytes(result.cubin or b"")
-            seeds = [secrets.randbelow(2**31) for _ in range(self.trials)]
-            held_out_seed = secrets.randbits(63)  # drawn per verification, recorded in the report
-            held_out = family.held_out_shapes(spec, np.random.default_rng(held_out_seed))
-            job = RunJob(candidate=candidate, spec=spec, cubin_path=str(cubin), resources=result.resources, seeds=seeds,
-                         held_out_shapes=held_out, held_out_seed=held_out_seed, timing_seed=secrets.randbelow(2**31),
-                         runs=self.runs, instances_path=str(Path(tmp) / "sanitizer-instances.pkl"))
-            run = run_child(job, Path(tmp), self.timeout_s)
+            taken = _AHEAD.pop((digest, spec_key), None)
+            if taken is not None:
+                job, run = taken
+                note = {"run_ahead": "in the runner process of an earlier candidate of this run, on the inputs drawn for it"}
+                run.feedback[0].evidence.update(note)
+            else:
+                draw = InputDraw.fresh(spec, self.trials)
+                job = self._job(candidate, spec, result, Path(tmp), draw)
+                others = self._ahead_jobs(ahead, spec, arch, draw, {digest})
+                if others:
+                    runs = run_batch_child([job, *(j for _, j in others)], Path(tmp), self.timeout_s)
+                    for (key, other), other_run in zip(others, runs[1:]):
+                        if isinstance(other_run, RunResult):
+                            _AHEAD[(key, spec_key)] = (other, other_run)
+                    run = runs[0]
+                else:
+                    run = run_child(job, Path(tmp), self.timeout_s)
             if isinstance(run, Feedback):
                 return _report(candidate, self.backend, result, [*feedback, run], sass)
-            feedback += run.feedback
-            extra: dict[str, Any] = {"device": run.device, "trials": run.trials, "measurement": run.measurement,
-                                     "baselines": run.baselines}
-            if any(f.status in {"failed", "error"} for f in run.feedback):
-                return _report(candidate, self.backend, result, feedback, sass, **extra)
-            bench = next(f for f in run.feedback if f.stage == "benchmark")
-            tool_key = ((hashlib.sha256(result.cubin or b"").hexdigest(), bench.evidence["tool_class"])
-                        if bench.evidence.get("tool_class") else None)
-            skipped = None
-            if already_checked:
-                skipped = f"not executed: {already_checked}"
-            elif tool_key in _TOOLS_PASSED:
-                skipped = f"not executed: {_TOOLS_PASSED[tool_key]}"
-            elif best_us is not None and run.measurement and run.measurement.median_us >= best_us:
-                skipped = f"not executed: {run.measurement.median_us:.1f} us is not faster than the best so far ({best_us:.1f} us)"
-            if skipped:
-                feedback += [Feedback(stage=s, status="not_executed", message=skipped) for s in ("sanitizer", "profile")]
-                return _report(candidate, self.backend, result, feedback, sass, **extra)
-            feedback.append(self._sanitize(job, Path(tmp), bench.evidence.get("sanitizer_instances", []),
-                                           needless_tools(candidate, result, sass)))
-            if feedback[-1].status == "passed":
-                feedback.append(self._profile(job, run, Path(tmp)))
-                if tool_key and feedback[-1].status == "passed":
-                    _TOOLS_PASSED[tool_key] = (f"the same compiled kernel passed compute-sanitizer and Nsight Compute on "
-                                               f"{spec.name} ({tool_key[1]})")
+            try:
+                return self._after_run(candidate, spec, result, feedback, sass, job, run, Path(tmp), digest, best_us,
+                                       already_checked)
+            finally:
+                if taken is not None:
+                    _discard(job)
+
+    def _after_run(self, candidate: KernelCandidate, spec: Spec, result: CompileResult, feedback: list[Feedback],
+                   sass: dict[str, SassCounts], job: RunJob, run: RunResult, tmp: Path, digest: str,
+                   best_us: float | None, already_checked: str | None) -> VerificationReport:
+        """The runner's result into the report; then, for a candidate that may be accepted, the sanitizer and the
+        profiler."""
+        feedback += run.feedback
+        extra: dict[str, Any] = {"device": run.device, "trials": run.trials, "measurement": run.measurement,
+                                 "baselines": run.baselines}
+        if any(f.status in {"failed", "error"} for f in run.feedback):
+            return _report(candidate, self.backend, result, feedback, sass, **extra)
+        bench = next(f for f in run.feedback if f.stage == "benchmark")
+        tool_key = (digest, bench.evidence["tool_class"]) if bench.evidence.get("tool_class") else None
+        skipped = None
+        if already_checked:
+            skipped = f"not executed: {already_checked}"
+        elif tool_key in _TOOLS_PASSED:
+            skipped = f"not executed: {_TOOLS_PASSED[tool_key]}"
+        elif best_us is not None and run.measurement and run.measurement.median_us >= best_us:
+            skipped = f"not executed: {run.measurement.median_us:.1f} us is not faster than the best so far ({best_us:.1f} us)"
+        if skipped:
+            feedback += [Feedback(stage=s, status="not_executed", message=skipped) for s in ("sanitizer", "profile")]
+            return _report(candidate, self.backend, result, feedback, sass, **extra)
+        feedback.append(self._sanitize(job, tmp, bench.evidence.get("sanitizer_instances", []),
+                                       needless_tools(candidate, result, sass)))
+        if feedback[-1].status == "passed":
+            feedback.append(self._profile(job, run, tmp))
+            if tool_key and feedback[-1].status == "passed":
+                _TOOLS_PASSED[tool_key] = (f"the same compiled kernel passed compute-sanitizer and Nsight Compute on "
+                                           f"{spec.name} ({tool_key[1]})")
         return _report(candidate, self.backend, result, feedback, sass, **extra)
+
+    def _job(self, candidate: KernelCandidate, spec: Spec, result: CompileResult, folder: Path, draw: InputDraw) -> RunJob:
+        """The verify-mode job, its cubin and sanitizer instances in `folder`."""
+        name = f"candidate-{secrets.token_hex(4)}"
+        cubin = folder / f"{name}.cubin"
+        cubin.write_bytes(result.cubin or b"")
+        return RunJob(candidate=candidate, spec=spec, cubin_path=str(cubin), resources=result.resources,
+                      seeds=draw.seeds, held_out_shapes=draw.held_out_shapes, held_out_seed=draw.held_out_seed,
+                      timing_seed=draw.timing_seed, runs=self.runs, instances_path=str(folder / f"{name}-instances.pkl"))
+
+    def _ahead_jobs(self, ahead: Sequence[KernelCandidate], spec: Spec, arch: str, draw: InputDraw,
+                    seen: set[str]) -> list[tuple[str, RunJob]]:
+        """Jobs for the candidates to run ahead that compile, pass the static checks and are neither this candidate
+        nor already run ahead, each with its cubin digest."""
+        spec_key = spec.model_dump_json()
+        jobs = []
+        for other in ahead:
+            result, feedback, _ = check_and_compile(other, spec, arch)
+            if result is None or any(f.status in {"failed", "error"} for f in feedback):
+                continue
+            digest = hashlib.sha256(result.cubin or b"").hexdigest()
+            if digest in seen or (digest, spec_key) in _AHEAD:
+                continue
+            seen.add(digest)
+            jobs.append((digest, self._job(other, spec, result, _ahead_dir(), draw)))
+        return jobs
 
     def _sanitize(self, job: RunJob, tmp: Path, instances: list[str], not_needed: dict[str, str]) -> Feedback:
         if not self.sanitize:

@@ -197,7 +197,7 @@ def test_counts_shapes_and_strategies():
     for shape in FAMILY.held_out_shapes(decode, rng):
         assert shape["N"] < 16  # skinny kernels are built for the spec's column tiles
     names = [st.kernel for st in FAMILY.strategies(decode, FAMILY.features(decode))]
-    assert names == ["sp24_skinny", "sp24_mma_sp"]
+    assert names == ["sp24_stream", "sp24_skinny", "sp24_mma_sp"]
     # no arch given: the GPU found decides, so the Hopper kernel leads and mma.sp follows; another arch: mma.sp only
     assert [st.kernel for st in FAMILY.strategies(s, FAMILY.features(s))] == ["sp24_wgmma_sp", "sp24_mma_sp"]
     ampere = s.model_copy(update={"arch": "sm_80"})

@@ -6,6 +6,8 @@ still has to confirm the instruction's definition itself. Both kernels also pass
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -387,30 +389,263 @@ def test_sp24_skinny_indexing_gives_a_times_b(dtype, params, shape):
     np.testing.assert_allclose(emulate_skinny(p, params, dtype), A @ B, rtol=1e-12, atol=1e-12)
 
 
+# ---- sp24_stream: per-warp cp.async rings, 64-column pairs relabelled, B fragments staged once ------------------
+
+def stream_b_row(j, q, t):
+    """sp24s_b_row."""
+    v = 2 * q + (t >> 1)
+    rho = 4 * v + 2 * j if v < 4 else 4 * (v - 4) + 2 * j + 1
+    return 4 * rho + 2 * (t & 1)
+
+
+def stream_meta(w, shift):
+    """sp24s_meta."""
+    out = 0
+    for c in range(4):
+        out |= ((w[c] >> shift) & 0x000F000F) << (4 * c)
+    return out
+
+
+class Stream:
+    """sp24_stream's macros and launch for one parameter set, value size and problem."""
+
+    def __init__(self, params, vb, M, K, N, num_sms):
+        self.__dict__.update(params)
+        self.vb, self.M, self.K, self.N = vb, M, K, N
+        self.row_bytes = 32 * vb
+        self.a_bytes = 16 * self.row_bytes
+        self.meta_offset = self.MT * self.UP * self.a_bytes
+        self.stage_bytes = self.MT * self.UP * (self.a_bytes + 128)
+        self.ring_bytes = self.STAGES * self.stage_bytes
+        self.part_floats = self.MT * self.NT * 128
+        self.warp_bytes = self.ring_bytes + 8 * self.part_floats
+        self.pairs = K // 64
+        self.slice_pairs = self.WARPS * self.UP
+        self.slices = -(-K // (64 * self.slice_pairs))  # the header's grid.y
+        self.tiles = -(-M // (16 * self.MT))
+        self.row_groups = max(1, min(self.tiles, self.BPS * num_sms // self.slices))  # grid.x
+        # the header's shared_bytes expression, which the layout must fill exactly
+        assert self.WARPS * self.warp_bytes == self.WARPS * (self.STAGES * self.MT * self.UP * (512 * vb + 128)
+                                                              + 2 * self.MT * self.NT * 512)
+
+    def copy_stage(self, mem, dst, a_bytes, meta_bytes, m0, p0):
+        """sp24s_copy_stage: the 16-byte chunks each lane copies (a_bytes: A_values as bytes, M x K/2*vb)."""
+        cpr = self.row_bytes // 16
+        a_chunks, m_chunks = self.MT * 16 * self.UP * cpr, self.MT * self.UP * 8
+        for lane in range(32):
+            for k in range(-(-a_chunks // 32)):
+                i = lane + 32 * k
+                c, u, r, mt = i % cpr, (i // cpr) % self.UP, (i // (cpr * self.UP)) % 16, i // (cpr * self.UP * 16)
+                if i < a_chunks and m0 + 16 * mt < self.M and p0 + u < self.pairs:
+                    src = (32 * (p0 + u)) * self.vb + 16 * c
+                    o = dst + ((mt * self.UP + u) * 16 + r) * self.row_bytes + 16 * c
+                    mem[o:o + 16] = a_bytes[m0 + 16 * mt + r, src:src + 16]
+            for k in range(-(-m_chunks // 32)):
+                i = lane + 32 * k
+                c, u, mt = i % 8, (i // 8) % self.UP, i // (8 * self.UP)
+                if i < m_chunks and m0 + 16 * mt < self.M and p0 + u < self.pairs:
+                    word = ((m0 // 16 + mt) * (self.K // 16) + 4 * (p0 + u)) * 8 + 4 * c
+                    o = dst + self.meta_offset + (mt * self.UP + u) * 128 + 16 * c
+                    mem[o:o + 16] = meta_bytes[4 * word:4 * word + 16]
+
+    def b_fragments(self, mem, scratch, b_bytes, p0, fp8):
+        """sp24s_stage_b, then sp24s_b_pair for every [u][j][nt][q] of every lane."""
+        rows = 64 * min(self.pairs - p0, self.UP) if p0 < self.pairs else 0
+        chunks = rows * self.N * self.vb // 16
+        assert chunks * 16 == rows * self.N * self.vb  # no partial chunk
+        run = b_bytes[64 * p0 * self.N * self.vb:][:16 * chunks]
+        mem[scratch:scratch + 16 * chunks] = run
+        # the scratch must lie inside the last ring slot and the accumulator buffers (the declared constraint)
+        assert scratch + 16 * chunks <= self.warp_bytes * (scratch // self.warp_bytes + 1)
+
+        def element(k, n):
+            o = scratch + (k * self.N + n) * self.vb
+            return int.from_bytes(bytes(mem[o:o + self.vb]), "little")
+
+        frags = []
+        for lane in range(32):
+            g, t = divmod(lane, 4)
+            regs = np.zeros((self.UP, 2, self.NT, 4), dtype=np.int64)
+            for u in range(self.UP):
+                for j in range(2):
+                    for q in range(4):
+                        k = 64 * u + stream_b_row(j, q, t)
+                        for nt in range(self.NT):
+                            n = 8 * nt + g
+                            if 64 * u < rows and n < self.N:
+                                lo, hi = element(k, n), element(k + 1, n)
+                                regs[u, j, nt, q] = widen_e4m3x2(lo | hi << 8) if fp8 else lo | hi << 16
+            frags.append(regs)
+        return frags
+
+
+def emulate_stream(p, params, dtype, num_sms):
+    M, K, N = (p.symbols[s] for s in ("M", "K", "N"))
+    fp8 = dtype == "fp8_e4m3"
+    vb = 1 if fp8 else 2
+    value = (lambda bits: f16(bits) * 256.0) if fp8 else f16 if dtype == "fp16" else bf16
+    k = Stream(params, vb, M, K, N, num_sms)
+    a_bytes = p.inputs["A_values"].view(np.uint8).reshape(M, K // 2 * vb)
+    meta_bytes = p.inputs["A_meta"].view(np.uint8).reshape(-1)
+    b_bytes = p.inputs["B"].view(np.uint8).reshape(-1)
+    workspace = np.full((k.slices, M, 8 * k.NT, ), np.nan)  # the harness's 0xFF fill reads as NaN
+    C = np.full((M, N), np.nan)
+    for s in range(k.slices):
+        for x in range(k.row_groups):
+            smem = np.full(k.WARPS * k.warp_bytes, 0xCD, np.uint8)  # garbage where nothing was written
+            floats = np.full(k.WARPS * k.warp_bytes // 4, np.nan)  # the accumulator buffers, kept in float64 here
+            units = (k.tiles - 1 - x) // k.row_groups + 1 if x < k.tiles else 0
+            m0_of = [16 * k.MT * (x + n * k.row_groups) for n in range(units)]
+            frags = []
+            for w in range(k.WARPS):
+                ring, p0 = w * k.warp_bytes, s * k.slice_pairs + w * k.UP
+                for n in range(min(k.STAGES - 1, units)):
+                    k.copy_stage(smem, ring + n * k.stage_bytes, a_bytes, meta_bytes, m0_of[n], p0)
+                frags.append(k.b_fragments(smem, ring + (k.STAGES - 1) * k.stage_bytes, b_bytes, p0, fp8))
+            for n in range(units):
+                m0 = m0_of[n]
+                for w in range(k.WARPS):
+                    ring, p0 = w * k.warp_bytes, s * k.slice_pairs + w * k.UP
+                    if n + k.STAGES - 1 < units:
+                        k.copy_stage(smem, ring + ((n + k.STAGES - 1) % k.STAGES) * k.stage_bytes, a_bytes,
+                                     meta_bytes, m0_of[n + k.STAGES - 1], p0)
+                    stage = ring + (n % k.STAGES) * k.stage_bytes
+                    acc = np.zeros((k.MT, k.NT, 16, 8))
+                    for u in range(k.UP):
+                        if p0 + u >= k.pairs:
+                            break
+                        for mt in range(k.MT):
+                            if m0 + 16 * mt >= M:
+                                break
+                            rows = stage + (mt * k.UP + u) * k.a_bytes
+                            words = smem[stage + k.meta_offset + (mt * k.UP + u) * 128:][:128].view(np.uint32)
+                            a0, a1, e0, e1 = [], [], [], []
+                            for lane in range(32):
+                                g, t = divmod(lane, 4)
+                                xy = []
+                                for r in (g, g + 8):  # sp24s_a_row
+                                    o = rows + r * k.row_bytes
+                                    if fp8:
+                                        raw = smem[o + 8 * t:o + 8 * t + 8].view(np.uint32)
+                                        xy.append([widen_e4m3x2(int(raw[0]) & 0xFFFF), widen_e4m3x2(int(raw[0]) >> 16),
+                                                   widen_e4m3x2(int(raw[1]) & 0xFFFF), widen_e4m3x2(int(raw[1]) >> 16)])
+                                    else:
+                                        xy.append([int(v) for v in smem[o + 16 * t:o + 16 * t + 16].view(np.uint32)])
+                                xr, yr = xy
+                                a0.append([xr[0], yr[0], xr[1], yr[1]])
+                                a1.append([xr[2], yr[2], xr[3], yr[3]])
+                                w4 = [int(words[8 * c + g]) for c in range(4)]
+                                e0.append(stream_meta(w4, 4 * (t & 1)))
+                                e1.append(stream_meta(w4, 4 * (t & 1) + 8))
+                            for nt in range(k.NT):
+                                b0 = [frags[w][lane][u, 0, nt] for lane in range(32)]
+                                b1 = [frags[w][lane][u, 1, nt] for lane in range(32)]
+                                acc[mt, nt] += mma_k32(a0, b0, e0, value) + mma_k32(a1, b1, e1, value)
+                    # the warp's accumulator buffer n & 1: [mt][nt][lane][d0..d3]
+                    part = np.zeros((k.MT, k.NT, 32, 4))
+                    for lane in range(32):
+                        g, t = divmod(lane, 4)
+                        part[:, :, lane] = np.stack([acc[:, :, g, 2 * t], acc[:, :, g, 2 * t + 1],
+                                                     acc[:, :, g + 8, 2 * t], acc[:, :, g + 8, 2 * t + 1]], axis=-1)
+                    at = (ring + k.ring_bytes) // 4 + (n & 1) * k.part_floats
+                    floats[at:at + k.part_floats] = part.reshape(-1)
+                for xx in range(k.MT * k.NT * 64):  # the reducing threads
+                    h, ln, tile = xx & 1, (xx >> 1) & 31, xx >> 6
+                    mt, nt = divmod(tile, k.NT)
+                    row, col = m0 + 16 * mt + (ln >> 2) + 8 * h, 8 * nt + 2 * (ln & 3)
+                    if row >= M:
+                        continue
+                    s0 = s1 = 0.0
+                    for w in range(k.WARPS):
+                        o = (w * k.warp_bytes + k.ring_bytes) // 4 + (n & 1) * k.part_floats + (tile * 32 + ln) * 4 + 2 * h
+                        s0, s1 = s0 + floats[o], s1 + floats[o + 1]
+                    if k.slices == 1:
+                        for c, v in ((col, s0), (col + 1, s1)):
+                            if c < N:
+                                C[row, c] = v
+                    else:
+                        workspace[s, row, col:col + 2] = (s0, s1)
+    if k.slices > 1:  # sp24_stream_reduce
+        for row in range(M):
+            for col in range(0, N, 2):
+                total = sum(workspace[s, row, col:col + 2] for s in range(k.slices))
+                C[row, col:col + 2] = total[:min(2, N - col)]
+    return C
+
+
+STREAM_CASES = [
+    # two slices, the last holding one warp's pairs; the last tile's second m-tile past M; odd N; units wrap the ring
+    ("fp16", {"MT": 2, "NT": 2, "WARPS": 4, "UP": 2, "STAGES": 3, "BPS": 1}, (80, 640, 13), 1),
+    # one slice (C written by the main kernel), an idle warp, one n-tile
+    ("bf16", {"MT": 1, "NT": 1, "WARPS": 4, "UP": 1, "STAGES": 2, "BPS": 1}, (48, 192, 8), 2),
+    # three slices, several units per block
+    ("fp8_e4m3", {"MT": 1, "NT": 2, "WARPS": 4, "UP": 2, "STAGES": 4, "BPS": 2}, (64, 1152, 16), 1),
+]
+
+
+@pytest.mark.parametrize(("dtype", "params", "shape", "sms"), STREAM_CASES, ids=[c[0] for c in STREAM_CASES])
+def test_sp24_stream_indexing_gives_a_times_b(dtype, params, shape, sms):
+    M, K, N = shape
+    p, A, B = problem(dtype, M, K, N, seed=6)
+    np.testing.assert_allclose(emulate_stream(p, params, dtype, sms), A @ B, rtol=1e-12, atol=1e-12)
+
+
+def test_a_wrong_stream_relabelling_is_caught_by_the_emulation(monkeypatch):
+    """The emulation is sharp: B rows of the other mma of the pair, or the other lane pair's nibbles, change the
+    product."""
+    p, A, B = problem("fp16", 32, 256, 16, seed=7)
+    params = {"MT": 1, "NT": 2, "WARPS": 4, "UP": 1, "STAGES": 2, "BPS": 1}
+    b_row, meta = stream_b_row, stream_meta
+    monkeypatch.setattr(sys.modules[__name__], "stream_b_row", lambda j, q, t: b_row(1 - j, q, t))
+    assert not np.allclose(emulate_stream(p, params, "fp16", 1), A @ B)
+    monkeypatch.setattr(sys.modules[__name__], "stream_b_row", b_row)
+    monkeypatch.setattr(sys.modules[__name__], "stream_meta", lambda w, shift: meta(w, shift ^ 4))
+    assert not np.allclose(emulate_stream(p, params, "fp16", 1), A @ B)
+
+
 # ---- the real kernels through the compile-only verifier ----------------------------------------------------------
 
 STARTS = {"sp24_mma_sp": {"BM": 128, "BN": 128, "BK": 64, "WM": 2, "WN": 4, "STAGES": 4},
-          "sp24_skinny": {"MT": 2, "NT": 2, "WARPS": 8, "UNROLL": 2}}
+          "sp24_skinny": {"MT": 2, "NT": 2, "WARPS": 8, "UNROLL": 2},
+          "sp24_stream": {"MT": 1, "NT": 2, "WARPS": 16, "UP": 2, "STAGES": 3, "BPS": 1}}
+SKINNY_KERNELS = {"sp24_skinny", "sp24_stream"}
 
 
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
 @pytest.mark.parametrize("dtype", ["fp16", "bf16", "fp8_e4m3"])
 @pytest.mark.parametrize("kernel", sorted(STARTS))
 def test_kernel_passes_the_compile_only_verifier(kernel, dtype, arch):
-    N = 16 if kernel == "sp24_skinny" else 256
+    N = 16 if kernel in SKINNY_KERNELS else 256
     spec = parse_spec({"operation": "spmm", "pattern": {"kind": "n_m"}, "M": 4096, "K": 4096, "N": N, "dtype": dtype,
                        "arch": arch, "epilogue": {"bias": True, "activation": "gelu_tanh", "alpha": True}})
     report = CompileOnlyVerifier(arch).verify(get_kernel(kernel).instantiate(STARTS[kernel]), spec)
     assert report.compiled
     assert not [f for f in report.feedback if f.status in {"failed", "error"}], report.feedback
     assert {f.stage: f.status for f in report.feedback}["correctness"] == "not_executed"
-    resources = report.resources[kernel]
-    assert resources.spill_stores == 0 and resources.stack_bytes == 0, resources
+    for entry, resources in report.resources.items():
+        assert resources.spill_stores == 0 and resources.stack_bytes == 0, (entry, resources)
+
+
+def test_sp24_stream_streams_a_with_16_byte_copies_and_keeps_b_in_registers():
+    """The decode start's machine code: A and its metadata arrive by 16-byte cp.async only (no register loads of A
+    in the loop), B by 16-byte loads once, no local memory, and registers for 512 threads on one SM."""
+    spec = parse_spec({"operation": "spmm", "pattern": {"kind": "n_m"}, "M": 11008, "K": 4096, "N": 16,
+                       "dtype": "fp16", "arch": "sm_90a"})
+    report = CompileOnlyVerifier("sm_90a").verify(get_kernel("sp24_stream").instantiate(STARTS["sp24_stream"]), spec)
+    sass = report.stage("static").evidence["sass"]["sp24_stream"]
+    assert sass["async_copies"] > 0 and sass["global_loads_128"] >= 1
+    assert sass["local_loads"] + sass["local_stores"] == 0
+    assert report.resources["sp24_stream"].registers <= 128
 
 
 def test_planner_starts_are_the_ones_verified_here():
-    for N, kernel in ((16, "sp24_skinny"), (4096, "sp24_mma_sp")):
-        spec = parse_spec({"operation": "spmm", "pattern": {"kind": "n_m"}, "M": 4096, "K": 4096, "N": N,
-                           "arch": "sm_80"})
-        start = FAMILY.strategies(spec, FAMILY.features(spec))[0]
-        assert (start.kernel, start.start) == (kernel, STARTS[kernel])
+    def starts(N, arch):
+        spec = parse_spec({"operation": "spmm", "pattern": {"kind": "n_m"}, "M": 4096, "K": 4096, "N": N, "arch": arch})
+        return [(s.kernel, s.start) for s in FAMILY.strategies(spec, FAMILY.features(spec))]
+
+    assert starts(4096, "sm_80")[0] == ("sp24_mma_sp", STARTS["sp24_mma_sp"])
+    for arch in ("sm_80", "sm_90a"):
+        skinny = starts(16, arch)
+        assert [kernel for kernel, _ in skinny] == ["sp24_stream", "sp24_skinny", "sp24_mma_sp"]
+        assert skinny[0][1] == STARTS["sp24_stream"]
+        assert skinny[1][1] == STARTS["sp24_skinny"]

@@ -7,6 +7,8 @@ on its PYTHONPATH; a run whose context says {"verifier": "test"} then gets these
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from conftest import measured_report  # tests/ is on the server's PYTHONPATH too
 
 from sparseditto.spec import SpecBase
@@ -23,5 +25,5 @@ class SlowerThanBaselines:
     backend = "gpu"
 
     def verify(self, candidate: KernelCandidate, spec: SpecBase, best_us: float | None = None,
-               already_checked: str | None = None) -> VerificationReport:
+               already_checked: str | None = None, ahead: Sequence[KernelCandidate] = ()) -> VerificationReport:
         return measured_report(candidate.label(), median_us=100.0, speedup=SPEEDUP)

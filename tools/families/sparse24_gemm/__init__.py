@@ -44,6 +44,15 @@ TOLERANCE = {"fp16": 2e-3, "bf16": 1e-2}
 OUTPUT_DTYPE = {"fp16": "fp16", "bf16": "bf16", "fp8_e4m3": "fp16"}
 
 
+def stream_start(n_tiles: int) -> dict[str, int]:
+    """sp24_stream's start for NT = n_tiles: 16 warps of UP pairs each (B fragments of UP * NT * 8 registers; the
+    B rows staged once must fit a ring slot and the accumulator buffers) and 3 stages, so that a block fits the
+    163 KB of shared memory of an A100 as well as a Hopper GPU (with 8 n-tiles 8 warps: their accumulator buffers
+    are 8 KB each). The K slices' partial sums cost NT / (WARPS * UP) of A's traffic: 6% at N <= 16."""
+    return {"MT": 1, "NT": n_tiles, "WARPS": 16 if n_tiles <= 4 else 8, "UP": 2 if n_tiles <= 2 else 1, "STAGES": 3,
+            "BPS": 1}
+
+
 class Sparse24Pattern(Strict):
     """2:4 along K. `source: random` draws each group's two kept positions from the spec's seed;
     `source: magnitude` prunes the dense matrix in `path` (.npy, M x K; it sets M and K) to its two largest
@@ -164,11 +173,18 @@ class Sparse24Gemm(ProblemFamily):
                 "skinny": float(s["N"] <= SKINNY_N)}
 
     def strategies(self, spec: Sparse24GemmSpec, features: Mapping[str, float]) -> list[StrategyStart]:
-        """Skinny N (decode): stream A once, split K over warps. Otherwise the tiled sparse tensor-core GEMM; on Hopper,
-        with M and N of at least WGMMA_MIN_MN, the warpgroup kernel first (wgmma.sp: the warp-level mma.sp
-        reaches a fraction of its rate) and mma.sp as the fallback should it be rejected."""
+        """Skinny N (decode): stream A once through per-warp cp.async rings (sp24_stream), the register-streaming
+        kernel behind it. Otherwise the tiled sparse tensor-core GEMM; on Hopper, with M and N of at least
+        WGMMA_MIN_MN, the warpgroup kernel first (wgmma.sp: the warp-level mma.sp reaches a fraction of its rate) and
+        mma.sp as the fallback should it be rejected."""
         N = spec.N
         n_tiles = next(t for t in (1, 2, 4, 8) if 8 * t >= min(N, SKINNY_N))
+        stream = StrategyStart(
+            "sp24_stream", stream_start(n_tiles),
+            f"N = {N} is skinny: the compressed A ({features['flops_per_byte']:.0f} flop/byte) is a bandwidth-bound "
+            "stream; 16-byte cp.async into per-warp rings of shared memory keep tens of KB in flight per SM, each "
+            "warp's B fragments stay in registers, the grid is sized to the SMs with K split into slices of "
+            "64 * WARPS * UP columns summed in a fixed order")
         skinny = StrategyStart(
             "sp24_skinny", {"MT": 2, "NT": n_tiles, "WARPS": 8, "UNROLL": 2},
             f"N = {N} is skinny: the compressed A ({features['flops_per_byte']:.0f} flop/byte) is streamed once "
@@ -179,7 +195,7 @@ class Sparse24Gemm(ProblemFamily):
             "tensor cores' rate needs the B tile reused across 128 rows (with four warps of 64 x 64 the kernel took "
             "218 registers and ran at 12.5% occupancy on the H200; eight warps hold half the accumulators each)")
         if N <= SKINNY_N:
-            return [skinny, tiled]
+            return [stream, skinny, tiled]
         if spec.arch in HOPPER and min(features["M"], features["N"]) >= WGMMA_MIN_MN:
             wgmma = StrategyStart(
                 "sp24_wgmma_sp", WGMMA_START,
