@@ -143,3 +143,21 @@ def test_on_the_gpu_the_honest_kernel_passes_every_stage_after_the_cheats(spec_n
     assert report.correct, [(f.stage, f.status, f.message) for f in report.feedback]
     assert report.stage("sanitizer").status == "passed"
     assert report.measurement is not None
+
+
+# the cheats run ahead beside the honest kernel: a candidate run in another's runner process is judged as alone
+AHEAD = ("memo_in_workspace", "input_mutation", "out_of_bounds_read", "partial_write", "nan_output", "all_zeros")
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_cheats_run_ahead_are_rejected_as_when_run_alone():
+    gpu = GpuVerifier(arch="sm_90", trials=3, timeout_s=40, runs=10, profile=False, tool_timeout_s=180)
+    cases = [c for c in CASES if c.name in AHEAD]
+    assert len(cases) == len(AHEAD) and all(c.spec().name == adversarial_spec().name for c in cases)
+    honest = gpu.verify(CORRECT.candidate(), adversarial_spec(), ahead=[c.candidate() for c in cases])
+    assert honest.correct, [(f.stage, f.status, f.message) for f in honest.feedback]
+    for case in cases:
+        report = gpu.verify(case.candidate(), case.spec())
+        assert "run_ahead" in report.stage("correctness").evidence, case.name
+        failure = first_failure(report)
+        assert failure is not None and (failure.stage, failure.error_type) == (case.stage, case.error_type), (case.name, failure)
