@@ -163,7 +163,8 @@ async def tool(state: PipelineState, runtime: Runtime[PipelineContext]) -> dict[
         ctx = context_of(runtime)
         run = RunView.of(state)
         # make_verifier probes the GPU in a subprocess the first time
-        verifier = ctx.verifier or make_verifier(ctx.arch or run.spec.arch, ctx.force_compile_only)
+        verifier = ctx.verifier or make_verifier(ctx.arch or run.spec.arch, ctx.force_compile_only,
+                                                 ExperienceStore(experience_path(ctx.runs_dir)))
         reuse = run.plan.reuse
         checked = run.plan.reuse_checked if reuse and reuse.model_dump() == state["choice"] else None
         ahead = []

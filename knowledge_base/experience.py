@@ -62,6 +62,14 @@ CREATE TABLE IF NOT EXISTS measured (
     created_at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS measured_family ON measured (family, gpu_name);
+CREATE TABLE IF NOT EXISTS tools_passed (
+    cubin_sha256 TEXT NOT NULL,
+    tool_class TEXT NOT NULL,
+    gpu_name TEXT NOT NULL,
+    note TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (cubin_sha256, tool_class, gpu_name)
+);
 """
 # calibration: the prior (factor 1) counts as this many measurements, so one odd run moves a factor only halfway
 PRIOR_WEIGHT = 1.0
@@ -137,6 +145,21 @@ class ExperienceStore:
                            source=r["source"], measurement=json.loads(r["measurement_json"]),
                            checks=json.loads(r["checks_json"]), run_id=r["run_id"],
                            created_at=r["created_at"]) for r in rows]
+
+    # the verifier's ToolsRecord: compute-sanitizer and Nsight Compute passes kept across runs and sessions
+    def tools_note(self, cubin_sha256: str, tool_class: str, gpu_name: str) -> str | None:
+        """Where this compiled kernel passed both tools on a problem of this shape class on a GPU of this name."""
+        if not self.path.exists():
+            return None
+        with closing(self._connect()) as conn:
+            row = conn.execute("SELECT note FROM tools_passed WHERE cubin_sha256 = ? AND tool_class = ? AND gpu_name = ?",
+                               (cubin_sha256, tool_class, gpu_name)).fetchone()
+        return row["note"] if row else None
+
+    def record_tools(self, cubin_sha256: str, tool_class: str, gpu_name: str, note: str) -> None:
+        with closing(self._connect()) as conn, conn:
+            conn.execute("INSERT OR IGNORE INTO tools_passed VALUES (?, ?, ?, ?, ?)",
+                         (cubin_sha256, tool_class, gpu_name, note, time.time()))
 
     def exact(self, spec: Spec, gpu: dict[str, Any]) -> Experience | None:
         """The fastest kernel accepted for this very problem on a GPU of this name."""

@@ -162,9 +162,30 @@ class CompileOnlyVerifier:
         return _report(candidate, self.backend, result, feedback, sass)
 
 
-# compiled kernels (cubin digest) and family shape classes whose compute-sanitizer and Nsight Compute stages
-# passed in this process, with the spec they passed on: an evaluation's worker verifies many specs of one class
-_TOOLS_PASSED: dict[tuple[str, str], str] = {}
+class ToolsRecord(Protocol):
+    """Where a compiled kernel (cubin digest) passed compute-sanitizer and Nsight Compute on a problem of a family's
+    shape class on a GPU of a name: the same code on the same class of problem need not go through them again."""
+
+    def tools_note(self, cubin_sha256: str, tool_class: str, gpu_name: str) -> str | None: ...
+
+    def record_tools(self, cubin_sha256: str, tool_class: str, gpu_name: str, note: str) -> None: ...
+
+
+class ProcessToolsRecord:
+    """The record of this process only (an evaluation's worker verifies many specs of one class); the pipeline
+    gives the verifier the experience store instead, which keeps it across runs and sessions."""
+
+    def __init__(self) -> None:
+        self.notes: dict[tuple[str, str, str], str] = {}
+
+    def tools_note(self, cubin_sha256: str, tool_class: str, gpu_name: str) -> str | None:
+        return self.notes.get((cubin_sha256, tool_class, gpu_name))
+
+    def record_tools(self, cubin_sha256: str, tool_class: str, gpu_name: str, note: str) -> None:
+        self.notes.setdefault((cubin_sha256, tool_class, gpu_name), note)
+
+
+_PROCESS_TOOLS = ProcessToolsRecord()
 
 # candidates run ahead, in the runner process of an earlier candidate of the same spec: (cubin digest, spec) -> the
 # job (its cubin and sanitizer instances kept in _ahead_dir() for the later stages) and the runner's result; each is
@@ -244,7 +265,9 @@ class GpuVerifier:
     backend = "gpu"
 
     def __init__(self, arch: str, trials: int = 3, timeout_s: float = 300.0, runs: int = 30,
-                 sanitize: bool = True, profile: bool = True, tool_timeout_s: float = 300.0) -> None:
+                 sanitize: bool = True, profile: bool = True, tool_timeout_s: float = 300.0,
+                 tools_record: ToolsRecord | None = None) -> None:
+        """`tools_record`: where the sanitizer's and the profiler's passes are kept (this process's, by default)."""
         self.arch = arch
         self.trials = trials
         self.timeout_s = timeout_s
@@ -252,6 +275,7 @@ class GpuVerifier:
         self.sanitize = sanitize
         self.profile = profile
         self.tool_timeout_s = tool_timeout_s
+        self.tools_record = tools_record or _PROCESS_TOOLS
 
     def verify(self, candidate: KernelCandidate, spec: Spec, best_us: float | None = None,
                already_checked: str | None = None, ahead: Sequence[KernelCandidate] = ()) -> VerificationReport:
@@ -303,12 +327,14 @@ class GpuVerifier:
         if any(f.status in {"failed", "error"} for f in run.feedback):
             return _report(candidate, self.backend, result, feedback, sass, **extra)
         bench = next(f for f in run.feedback if f.stage == "benchmark")
-        tool_key = (digest, bench.evidence["tool_class"]) if bench.evidence.get("tool_class") else None
+        tool_class = bench.evidence.get("tool_class")
+        gpu = str(run.device.get("name", "unknown GPU"))
+        passed_before = self.tools_record.tools_note(digest, tool_class, gpu) if tool_class else None
         skipped = None
         if already_checked:
             skipped = f"not executed: {already_checked}"
-        elif tool_key in _TOOLS_PASSED:
-            skipped = f"not executed: {_TOOLS_PASSED[tool_key]}"
+        elif passed_before:
+            skipped = f"not executed: {passed_before}"
         elif best_us is not None and run.measurement and run.measurement.median_us >= best_us:
             skipped = f"not executed: {run.measurement.median_us:.1f} us is not faster than the best so far ({best_us:.1f} us)"
         if skipped:
@@ -318,9 +344,9 @@ class GpuVerifier:
                                        needless_tools(candidate, result, sass)))
         if feedback[-1].status == "passed":
             feedback.append(self._profile(job, run, tmp))
-            if tool_key and feedback[-1].status == "passed":
-                _TOOLS_PASSED[tool_key] = (f"the same compiled kernel passed compute-sanitizer and Nsight Compute on "
-                                           f"{spec.name} ({tool_key[1]})")
+            if tool_class and feedback[-1].status == "passed":
+                self.tools_record.record_tools(digest, tool_class, gpu, f"the same compiled kernel passed compute-sanitizer "
+                                               f"and Nsight Compute on {spec.name} ({tool_class}, {gpu})")
         return _report(candidate, self.backend, result, feedback, sass, **extra)
 
     def _job(self, candidate: KernelCandidate, spec: Spec, result: CompileResult, folder: Path, draw: InputDraw) -> RunJob:
@@ -368,13 +394,15 @@ class GpuVerifier:
         return profile_stage(job.model_copy(update={"mode": "profile"}), tmp, self.tool_timeout_s, copy_bw, best)
 
 
-def make_verifier(arch: str | None = None, force_compile_only: bool = False) -> Verifier:
-    """The GPU backend when a CUDA device is usable, else compile-only."""
+def make_verifier(arch: str | None = None, force_compile_only: bool = False,
+                  tools_record: ToolsRecord | None = None) -> Verifier:
+    """The GPU backend when a CUDA device is usable, else compile-only. `tools_record`: see GpuVerifier."""
     from sparseditto.settings import Settings
     from sparseditto.tools.device import detect
 
     facts = detect()
     if facts.gpu and not force_compile_only:
         settings = Settings()
-        return GpuVerifier(arch=arch or facts.gpu["arch"], sanitize=settings.sanitize, profile=settings.profile)
+        return GpuVerifier(arch=arch or facts.gpu["arch"], sanitize=settings.sanitize, profile=settings.profile,
+                           tools_record=tools_record)
     return CompileOnlyVerifier(arch=arch or "sm_90")

@@ -52,7 +52,7 @@ def children(monkeypatch):
     monkeypatch.setattr(verifier_module, "run_child", run_child)
     monkeypatch.setattr(verifier_module, "run_batch_child", run_batch_child)
     monkeypatch.setattr(verifier_module, "_AHEAD", {})
-    monkeypatch.setattr(verifier_module, "_TOOLS_PASSED", {})
+    monkeypatch.setattr(verifier_module, "_PROCESS_TOOLS", verifier_module.ProcessToolsRecord())
     return log
 
 

@@ -40,7 +40,7 @@ def doubles(monkeypatch):
     monkeypatch.setattr(verifier_module, "find_ncu", lambda: "ncu")
     monkeypatch.setattr(verifier_module, "sanitizer_stage", stage("sanitizer"))
     monkeypatch.setattr(verifier_module, "profile_stage", stage("profile"))
-    monkeypatch.setattr(verifier_module, "_TOOLS_PASSED", {})
+    monkeypatch.setattr(verifier_module, "_PROCESS_TOOLS", verifier_module.ProcessToolsRecord())
     return calls
 
 
@@ -58,6 +58,30 @@ def test_the_same_kernel_on_a_spec_of_the_same_class_skips_the_tools_and_says_wh
     other_kernel = get_kernel("spmv_csr_vec4").instantiate({"GROUP": 4, "UNROLL": 2, "BLOCK": 256, "HINT": 1, "XL": 0})
     assert gpu.verify(other_kernel, spmv("fourth", 6000)).stage("sanitizer").status == "passed"
     assert doubles["sanitizer"] == 3
+
+
+def test_the_experience_store_keeps_the_record_across_processes_and_per_gpu(doubles, tmp_path, monkeypatch):
+    """A later process (here a new verifier with the same store) skips both tools for the same kernel and class on a
+    GPU of the same name, and says where they passed; on another GPU it runs them."""
+    from sparseditto.knowledge_base.experience import ExperienceStore
+
+    store = ExperienceStore(tmp_path / "experience.sqlite")
+    candidate = get_kernel("spmv_csr_vec4").instantiate({"GROUP": 2, "UNROLL": 2, "BLOCK": 256, "HINT": 1, "XL": 0})
+    verifier_module.GpuVerifier(arch="sm_90", tools_record=store).verify(candidate, spmv("first", 5000))
+    monkeypatch.setattr(verifier_module, "_PROCESS_TOOLS", verifier_module.ProcessToolsRecord())  # a new process
+    later = verifier_module.GpuVerifier(arch="sm_90", tools_record=store).verify(candidate, spmv("second", 7000))
+    assert doubles == {"sanitizer": 1, "profile": 1}
+    assert "passed compute-sanitizer and Nsight Compute on first" in later.stage("sanitizer").message
+    assert "double" in later.stage("sanitizer").message  # the GPU it passed on
+
+    alone = verifier_module.run_child
+
+    def on_another_gpu(job, tmp, timeout):
+        return alone(job, tmp, timeout).model_copy(update={"device": {"name": "another GPU"}})
+
+    monkeypatch.setattr(verifier_module, "run_child", on_another_gpu)
+    elsewhere = verifier_module.GpuVerifier(arch="sm_90", tools_record=store).verify(candidate, spmv("third", 7000))
+    assert elsewhere.stage("sanitizer").status == "passed" and doubles == {"sanitizer": 2, "profile": 2}
 
 
 def test_csr_shape_classes_separate_dtypes_and_row_lengths():
