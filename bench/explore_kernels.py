@@ -1,7 +1,8 @@
 """Times reference-kernel parameter variants and every baseline configuration on the issue's specs.
 
 Run on the GPU machine: `python bench/explore_kernels.py OUT_DIR [SPEC ...]`. Each variant goes through the
-pipeline's verifier (without sanitizer and profiler); it prints one line per variant and a summary, and writes the
+pipeline's verifier (without sanitizer and profiler), all of a spec's variants in one runner process with the
+baselines timed once (EXPLORE_AHEAD=0: each alone); it prints one line per variant and a summary, and writes the
 full rows, every baseline configuration included, as JSON. It is
 how the planner's starting parameters and parameter spaces were chosen; see bench/NOTES.md.
 """
@@ -60,6 +61,9 @@ def variants(spec) -> list[tuple[str, dict[str, int]]]:
     return out
 
 
+AHEAD = os.environ.get("EXPLORE_AHEAD", "1") == "1"
+
+
 def main(out_dir: str, spec_paths: list[str]) -> None:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -71,9 +75,11 @@ def main(out_dir: str, spec_paths: list[str]) -> None:
     for path in spec_paths:
         spec = load_spec(path)
         print(f"\n== {spec.name}", flush=True)
-        for name, params in variants(spec):
-            cand = get_kernel(name).instantiate(params)
-            report = verifier.verify(cand, spec)
+        candidates = [get_kernel(name).instantiate(params) for name, params in variants(spec)]
+        for i, cand in enumerate(candidates):
+            # the first variant's runner process runs the others too (one input draw, the baselines timed once); a
+            # variant that ends that process early, and those after it, run alone on their turn
+            report = verifier.verify(cand, spec, ahead=candidates[1:] if i == 0 and AHEAD else ())
             m = report.measurement
             problems = [f"{f.stage}: {f.message[:160]}" for f in report.feedback if f.status in {"failed", "error"}]
             row = {"spec": spec.name, "candidate": cand.label(), "correct": report.correct,

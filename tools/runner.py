@@ -611,9 +611,31 @@ MODES = {"verify": run_job, "sanitize": sanitize_job, "profile": profile_job}
 
 
 def run_batch(batch: BatchJob, out_dir: Path) -> None:
-    """Each job in order, its result written before the next starts."""
+    """Each job in order, its result written before the next starts; the device's free memory scrubbed between."""
     for i, job in enumerate(batch.jobs):
+        if i:
+            scrub_free_device_memory()
         (out_dir / f"result-{i}.json").write_text(run_job(job).model_dump_json())
+
+
+def scrub_free_device_memory() -> None:
+    """Overwrites (0xFF) the device memory that nothing holds: the candidates of a batch compute the same products of
+    the same inputs, so the outputs an earlier one left in memory it freed would be right answers for a later one that
+    reads memory it did not allocate."""
+    import cupy as cp
+
+    pool = cp.get_default_memory_pool()
+    pool.free_all_blocks()
+    held, size = [], 1 << 30
+    while size >= 1 << 20:  # blocks of 1 GiB while they fit, then smaller ones into what is left
+        try:
+            held.append(cp.empty(size, dtype=np.uint8))
+            held[-1].fill(0xFF)
+        except cp.cuda.memory.OutOfMemoryError:
+            size //= 4
+    cp.cuda.Device().synchronize()
+    del held
+    pool.free_all_blocks()
 
 
 def main(argv: list[str]) -> int:
