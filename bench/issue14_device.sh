@@ -12,6 +12,8 @@
 # gpu: the GPU tests of the files named by FILES, selected by the -k expression TESTS, verbose (the whole suite no
 #   longer fits one call).
 # ncu24: Nsight Compute's full set on the Hopper 2:4 kernel at 4096^3 fp16, with a digest of its sections.
+# sp24: the sparse24 suite's specs named by ONLY (comma-separated ids) through `sparseditto eval run --only`, budget
+#   BUDGET (default 2), cut off at EVAL_SECONDS.
 # final: the 2:4 family's 4096^3 and decode specs through the pipeline (budget 2), then `spmv` on five matrices.
 set -u
 what=$1; out=$2
@@ -46,6 +48,12 @@ case $what in
     ncu --import "$out/sp24_wgmma.ncu-rep" --page details --csv > "$out/sp24_wgmma_details.csv" 2>&1
     ncu --import "$out/sp24_wgmma.ncu-rep" --page raw --csv > "$out/sp24_wgmma_raw.csv" 2>&1
     python3 bench/ncu_digest.py "$out/sp24_wgmma_details.csv" | tee "$out/sp24_wgmma_digest.txt" | head -n 60
+    ;;
+  sp24)  # the 2:4 suite's specs named by ONLY through the pipeline, each side by side with every baseline
+    timeout ${EVAL_SECONDS:-500} sparseditto eval run sparse24 --only ${ONLY:-sparse24_fp16_8192,sparse24_fp16_decode} \
+      --budget ${BUDGET:-2} --out /tmp/eval_sp24 2>&1 | tail -n 20
+    cp /tmp/eval_sp24/results.jsonl "$out/eval_sp24_results.jsonl"; cp /tmp/eval_sp24/report.md "$out/eval_sp24_report.md" 2>/dev/null
+    tar -czf "$out/eval_sp24_runs.tgz" -C /tmp/eval_sp24 --exclude='*.cubin' --exclude='*.pkl' --exclude='checkpoints*' runs 2>/dev/null || true
     ;;
   final)
     for s in sparse24_fp16_4096 sparse24_fp16_decode; do

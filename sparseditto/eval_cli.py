@@ -17,7 +17,7 @@ from typer.core import TyperGroup
 from sparseditto.errors import EvalError, SparseDittoError
 from sparseditto.evals.records import SpecRecord, load_records
 from sparseditto.evals.runner import EvalConfig, Evaluation
-from sparseditto.evals.suite import FolderSuite, available_suites, folder_suite, load_suite, matrix_ops, takes_n
+from sparseditto.evals.suite import FolderSuite, Suite, available_suites, folder_suite, load_suite, matrix_ops, takes_n
 from sparseditto.evals.tables import Table
 from sparseditto.settings import POLICIES, Settings
 
@@ -173,6 +173,17 @@ def _announce_folder(scan: FolderSuite, policy: str, folder: Path) -> None:
         console.print(f"[yellow]cannot use[/] {escape(why)} (its specs are recorded as errors)", soft_wrap=True)
 
 
+def _only(suite: Suite, ids: str) -> Suite:
+    """The suite cut to the given spec ids, in the suite's order; an unknown id is an error that lists the known."""
+    wanted = [i.strip() for i in ids.split(",") if i.strip()]
+    known = [s.id for s in suite.specs]
+    unknown = [i for i in wanted if i not in known]
+    if not wanted or unknown:
+        raise EvalError(f"--only {ids!r}: {'no spec id given' if not wanted else 'unknown ' + ', '.join(unknown)}; "
+                        f"the suite's ids: {', '.join(known)}")
+    return suite.model_copy(update={"specs": [s for s in suite.specs if s.id in wanted]})
+
+
 @eval_app.command("run")
 def run_cmd(
     suite: Annotated[str | None, typer.Argument(
@@ -189,6 +200,7 @@ def run_cmd(
     out: Annotated[Path | None, typer.Option(help="output folder (default: <runs dir>/eval/<suite>)")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="continue an interrupted evaluation in --out")] = False,
     compile_only: Annotated[bool, typer.Option("--compile-only", help="compile and analyse only; use no GPU")] = False,
+    only: Annotated[str | None, typer.Option(help="run only these spec ids of the suite, e.g. sparse24_fp16_8192,sparse24_fp16_decode")] = None,
 ) -> None:
     """Run the pipeline on every spec of SUITE (or of the matrix files in --matrices DIR, one spec per file,
     operation, dtype and N); write results.jsonl, report.md and report.html to --out."""
@@ -210,6 +222,8 @@ def run_cmd(
             loaded = scan.suite
         else:
             loaded = load_suite(suite)  # type: ignore[arg-type]
+        if only is not None:
+            loaded = _only(loaded, only)
         folder = out or Path(settings.runs_dir) / "eval" / loaded.name
         config = EvalConfig(policy=policy, budget=budget, compile_only=compile_only or settings.compile_only,  # type: ignore[arg-type]
                             workers=workers, gpus=_parse_gpus(gpus), out=folder)

@@ -59,6 +59,8 @@ def test_rerunning_needs_resume_and_resume_runs_nothing_twice(smoke_out):
     (["eval", "smoke", "--policy", "clever"], "--policy 'clever': allowed: offline, llm, hybrid"),
     (["eval", "nosuch"], "suite 'nosuch': no such suite"),
     (["eval", "smoke", "--gpus", "zero"], "--gpus 'zero': give GPU indices"),
+    (["eval", "smoke", "--only", "smoke_spmv_fp32,nosuch", "--compile-only"],
+     "unknown nosuch; the suite's ids: smoke_spmm_fp32, smoke_spmm_fp16, smoke_spmv_fp32"),
 ])
 def test_user_mistakes_are_one_line_errors_and_nothing_runs(tmp_path, args, message):
     result = runner.invoke(app, [*args, "--out", str(tmp_path / "out")])
@@ -66,6 +68,13 @@ def test_user_mistakes_are_one_line_errors_and_nothing_runs(tmp_path, args, mess
     assert message in " ".join(result.output.split())
     assert "Traceback" not in result.output
     assert not (tmp_path / "out" / "results.jsonl").exists()
+
+
+def test_only_runs_the_named_specs_of_a_suite(tmp_path):
+    out = tmp_path / "only"
+    result = runner.invoke(app, ["eval", "smoke", "--compile-only", "--out", str(out), "--only", "smoke_spmv_fp32"])
+    assert result.exit_code == 0, result.output
+    assert [json.loads(x)["spec_id"] for x in (out / "results.jsonl").read_text().splitlines()] == ["smoke_spmv_fp32"]
 
 
 def test_help_shows_both_command_lines():
