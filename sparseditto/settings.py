@@ -30,6 +30,9 @@ class Settings(BaseSettings):
     # GPU verification stages after correctness and timing (each needs its tool on PATH)
     sanitize: bool = True
     profile: bool = True
+    # compute-sanitizer's tools on a candidate at the same time, each its own process (the GPU's memory and the
+    # host's cores allow it); off: one after another
+    sanitizer_parallel: bool = True
     # the offline policy's next contenders run in the runner process of the current candidate (one draw of inputs,
     # the baselines timed once); their results wait for their own iterations
     run_ahead: bool = True

@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -97,17 +98,21 @@ _MAIN_INSTANCE_TOOLS = ("memcheck", "initcheck")
 def sanitizer_stage(job: RunJob, tmp: Path, timeout_s: float, instances: list[str],
                     tools: tuple[str, ...] = TOOLS, not_needed: dict[str, str] | None = None) -> Feedback:
     """`tools` (memcheck, racecheck, initcheck, synccheck) over the runner's saved instances; any finding rejects.
-    `not_needed`: the tools left out and why (nothing in the compiled code they could find)."""
-    out_file = tmp / "result-sanitize.json"
+    `not_needed`: the tools left out and why (nothing in the compiled code they could find). The tools run at the
+    same time, each in its own process (setting sanitizer_parallel), their findings read in the order of `tools`."""
     start = time.perf_counter()
     findings: list[Finding] = []
     failures: list[str] = []
-    launched: dict[str, list[str]] = {}
-    for tool in tools:
-        launched[tool] = [n for n in instances if n != "main" or tool in _MAIN_INSTANCE_TOOLS]
-        job_file = tmp / f"job-sanitize-{tool}.json"
+    launched = {tool: [n for n in instances if n != "main" or tool in _MAIN_INSTANCE_TOOLS] for tool in tools}
+
+    def one(tool: str) -> tuple[list[Finding], str, int | None]:
+        job_file, out_file = tmp / f"job-sanitize-{tool}.json", tmp / f"result-sanitize-{tool}.json"
         job_file.write_text(job.model_copy(update={"sanitize_instances": launched[tool]}).model_dump_json())
-        found, raw, code = run_tool(tool, _child_command(job_file, out_file), timeout_s)
+        return run_tool(tool, _child_command(job_file, out_file), timeout_s)
+
+    with ThreadPoolExecutor(max_workers=len(tools) if Settings().sanitizer_parallel else 1) as pool:
+        outcomes = list(pool.map(one, tools))
+    for tool, (found, raw, code) in zip(tools, outcomes):
         keep_tool_output(f"sanitizer_{tool}_{job.candidate.name}.txt", raw)
         findings += found
         if code is None:
