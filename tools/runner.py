@@ -622,8 +622,13 @@ def scrub_free_device_memory() -> None:
     """Overwrites (0xFF) the device memory that nothing holds: the candidates of a batch compute the same products of
     the same inputs, so the outputs an earlier one left in memory it freed would be right answers for a later one that
     reads memory it did not allocate."""
+    import gc
+
     import cupy as cp
 
+    gc.collect()  # the earlier candidate's buffers and the baselines' (their owners may sit in reference cycles)
+    if "torch" in sys.modules:  # torch's caching allocator keeps the blocks its baselines freed
+        sys.modules["torch"].cuda.empty_cache()
     pool = cp.get_default_memory_pool()
     pool.free_all_blocks()
     held, size = [], 1 << 30
