@@ -64,6 +64,17 @@ __device__ __forceinline__ float sp24_epilogue(float acc, float alpha, float bia
     return y;
 }
 
+// Every accumulator of an R x S grid of m16n8 fragments set to zero.
+template <int R, int S>
+__device__ __forceinline__ void sp24_zero(float (&acc)[R][S][4]) {
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int s = 0; s < S; ++s)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[r][s][i] = 0.f;
+}
+
 // Accumulators of columns col and col + 1 of one row through the epilogue into C: one 32-bit store when both lie
 // inside a row of even width, else each column that lies inside it.
 __device__ __forceinline__ void sp24_store_pair(unsigned short* __restrict__ C, int row, int col, int N, float acc0,

@@ -236,12 +236,7 @@ sp24_mma_sp(const sp24_in_t* __restrict__ A_values, const int* __restrict__ A_me
     const int tiles = K / BK;
 
     float acc[MT][NT][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.f;
+    sp24_zero(acc);
 
     // Prologue: tiles 0 .. STAGES-2 in flight. One commit group per tile slot, empty past the last tile, so that
     // "all but STAGES-2 groups complete" always means "the tile about to be used has arrived".

@@ -105,12 +105,7 @@ sp24_skinny(const sp24_in_t* __restrict__ A_values, const int* __restrict__ A_me
     const int steps = K / 32;
 
     float acc[MT][NT][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.f;
+    sp24_zero(acc);
 
     for (int first = warp * UNROLL; first < steps; first += WARPS * UNROLL) {
         unsigned a[UNROLL][MT][4], e[UNROLL][MT], b[UNROLL][NT][4];

@@ -218,12 +218,7 @@ sp24_stream(const sp24_in_t* __restrict__ A_values, const int* __restrict__ A_me
 #endif
     const int shift = 4 * (t & 1);
     float acc[MT][NT][4];
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.f;
+    sp24_zero(acc);
 
     for (int n = 0; n < units; ++n) {
         const int ahead = n + STAGES - 1;  // its slot held unit n - 1, which this warp has finished reading
