@@ -5,8 +5,9 @@ lane supplies, the sparse product as the ISA defines wgmma.mma_async.sp m64nNk32
 with the mma.sp m16n8k32 metadata figure, selector 0: lanes 0 and 1 of each quad), the accumulator fragment and the
 epilogue's placement. If the emulated C equals A B, every index is right under those definitions; the GPU still has
 to confirm the definitions themselves (the descriptor reading a swizzled tile from a start inside a swizzle row, the
-proxy fence after cp.async). The mbarrier protocol is checked by a model under random schedules, and the kernel
-passes the compile-only verifier."""
+proxy fence after cp.async). With CLUSTER = 2 the emulation runs both blocks of a cluster, each TMA thread writing its
+share of the declared A and metadata boxes into every block. The mbarrier protocol, that of a cluster included, is
+checked by a model under random schedules, and the kernel passes the compile-only verifier."""
 
 from __future__ import annotations
 
@@ -83,9 +84,13 @@ def tma_2d(smem, dst, rows, x, y, box_w, box_h, elem, span):
 
 # ---- the kernel's formulas, mirrored ------------------------------------------------------------------------------
 
+KERNEL = get_kernel("sp24_wgmma_sp")
+
+
 class Kernel:
     def __init__(self, params):
         self.__dict__.update(params)
+        self.env = {**params, "value_bytes": 2}
         self.slabs, self.acc = self.BM // 128, self.BN // 2
         self.b_bytes = self.BK * self.BN * 2
         self.a_bytes = self.BM * self.BK
@@ -122,19 +127,39 @@ def load_b(kern, smem, stage, Bbits, k0, n0, N, K):
     return 128
 
 
-def fill_stage(kern, smem, s, p, kt, m0, n0):
-    """The producer's iteration kt into stage s: returns the byte count announced and the bytes TMA credits."""
-    M, K, N = (p.symbols[x] for x in ("M", "K", "N"))
+def declared_box(kern, name):
+    """A tensor map's box from the kernel's header (inner dimension first)."""
+    return tuple(evaluate(e, kern.env) for e in KERNEL.tensor_maps[name].box)
+
+
+def tma_share(kern, smems, s, p, kt, m0, rank):
+    """The TMA thread of the cluster's block `rank`, iteration kt: its share of the A boxes and of the metadata box
+    (boxes as declared; rows rank * BM/CLUSTER on), written to the same offsets of every block in `smems` (the
+    multicast; one block without clusters). Returns the bytes credited to each block's full barrier."""
+    M, K = p.symbols["M"], p.symbols["K"]
     stage = SMEM_BASE + s * kern.stage_bytes
     a_rows = p.inputs["A_values"].view(np.uint8).reshape(M, K)  # K/2 16-bit values per row
     e_rows = p.inputs["A_meta"].view(np.uint8).reshape(M // 16, 2 * K)  # K/2 words per 16-row block
+    (a_w, a_h), (e_w, e_h) = declared_box(kern, "tmap_A"), declared_box(kern, "tmap_E")
+    row = rank * (kern.BM // kern.CLUSTER)  # the kernel's `row`
     credited = 0
-    for j in range(kern.BK // 64):
-        credited += tma_2d(smem, stage + kern.b_bytes + j * kern.BM * 64, a_rows, kt * kern.BK // 2 + 32 * j, m0,
-                           32, kern.BM, 2, 64)
-    credited += tma_2d(smem, stage + kern.b_bytes + kern.a_bytes, e_rows, kt * kern.BK // 2, m0 // 16,
-                       kern.BK // 2, kern.BM // 16, 4, None)
-    load_b(kern, smem, stage, p.inputs["B"].reshape(-1).view(np.uint16), kt * kern.BK, n0, N, K)
+    for smem in smems:
+        for j in range(kern.BK // 64):
+            credited += tma_2d(smem, stage + kern.b_bytes + j * kern.BM * 64 + row * 64, a_rows,
+                               kt * kern.BK // 2 + 32 * j, m0 + row, a_w, a_h, 2, 64)
+        credited += tma_2d(smem, stage + kern.b_bytes + kern.a_bytes + row * kern.BK // 8, e_rows, kt * kern.BK // 2,
+                           (m0 + row) // 16, e_w, e_h, 4, None)
+    return credited // len(smems)
+
+
+def fill_stage(kern, smems, s, p, kt, m0, n0s):
+    """Every block's producer, iteration kt into stage s (the blocks of one cluster, columns n0s): returns the byte
+    count each block's TMA thread announces and the bytes credited to each block's barrier."""
+    M, K, N = (p.symbols[x] for x in ("M", "K", "N"))
+    credited = sum(tma_share(kern, smems, s, p, kt, m0, rank) for rank in range(len(smems)))
+    for smem, n0 in zip(smems, n0s):
+        load_b(kern, smem, SMEM_BASE + s * kern.stage_bytes, p.inputs["B"].reshape(-1).view(np.uint16), kt * kern.BK,
+               n0, N, K)
     return kern.a_bytes + kern.e_bytes, credited
 
 
@@ -216,53 +241,78 @@ def emulate(p, params, dtype, pair_swap=False, a_mode=2):
     value = f16 if dtype == "fp16" else bf16
     tiles = -(-K // kern.BK)
     C = np.full((M, N), np.nan)
-    for by in range(-(-M // kern.BM)):
-        for bx in range(-(-N // kern.BN)):
-            m0, n0 = by * kern.BM, bx * kern.BN
-            smem = Smem(kern.STAGES * kern.stage_bytes)
-            acc = np.full((2, kern.slabs, 4, 32, kern.acc), np.nan)  # never zeroed: scale-d 0 first
+    env = {**kern.env, "M": M, "K": K, "N": N}
+    grid = [evaluate(e, env) for e in KERNEL.kernels[0].grid]
+    cluster = [evaluate(e, env) for e in KERNEL.kernels[0].cluster]
+    assert cluster == [kern.CLUSTER, 1, 1] and grid[0] % cluster[0] == 0 and grid[1] == -(-M // kern.BM)
+    assert grid[0] * kern.BN >= N > (grid[0] - kern.CLUSTER) * kern.BN  # every column, no cluster without one
+    for by in range(grid[1]):
+        for bx0 in range(0, grid[0], kern.CLUSTER):  # one cluster: blocks bx0 .. bx0 + CLUSTER - 1, same rows
+            m0, n0s = by * kern.BM, [(bx0 + r) * kern.BN for r in range(kern.CLUSTER)]
+            smems = [Smem(kern.STAGES * kern.stage_bytes) for _ in n0s]
+            # never zeroed: scale-d 0 first
+            accs = [np.full((2, kern.slabs, 4, 32, kern.acc), np.nan) for _ in n0s]
             for kt in range(tiles):
                 s = kt % kern.STAGES
-                announced, credited = fill_stage(kern, smem, s, p, kt, m0, n0)
+                announced, credited = fill_stage(kern, smems, s, p, kt, m0, n0s)
                 assert announced == credited, "expect_tx must equal the bytes the copies deliver"
                 stage = SMEM_BASE + s * kern.stage_bytes
-                for c in range(2):
-                    for l in range(kern.slabs):
-                        for k in range(kern.BK // 32):
-                            e = [[int(smem.read32(stage + kern.b_bytes + kern.a_bytes
-                                                  + 4 * meta_word_index(kern, c, l, w, k, lane, pair_swap)))
-                                  for lane in range(32)] for w in range(4)]
-                            e = [[word or VALID_WORD for word in warp] for warp in e]
-                            a_d, b_d = consumer_descriptors(kern, stage, c, l, k, a_mode)
-                            wgmma_sp_k32(acc[c, l], a_d, b_d, e, smem, kern.BN, value, kt > 0 or k > 0)
-            # the epilogue's placement
-            for c in range(2):
-                for l in range(kern.slabs):
-                    for w in range(4):
-                        for lane in range(32):
-                            g, t = divmod(lane, 4)
-                            for h in range(2):
-                                row = m0 + 64 * (c * kern.slabs + l) + 16 * w + g + 8 * h
-                                if row >= M:
-                                    continue
-                                for j in range(kern.BN // 8):
-                                    for x in range(2):
-                                        col = n0 + 8 * j + 2 * t + x
-                                        if col < N:
-                                            C[row, col] = acc[c, l, w, lane, 4 * j + 2 * h + x]
+                for smem, acc in zip(smems, accs):
+                    consume(kern, smem, acc, stage, kt, value, pair_swap, a_mode)
+            for n0, acc in zip(n0s, accs):
+                store(kern, C, acc, m0, n0)
     return C
+
+
+def consume(kern, smem, acc, stage, kt, value, pair_swap, a_mode):
+    """Both consumer warpgroups of one block on the tile in `stage`."""
+    for c in range(2):
+        for l in range(kern.slabs):
+            for k in range(kern.BK // 32):
+                e = [[int(smem.read32(stage + kern.b_bytes + kern.a_bytes
+                                      + 4 * meta_word_index(kern, c, l, w, k, lane, pair_swap)))
+                      for lane in range(32)] for w in range(4)]
+                e = [[word or VALID_WORD for word in warp] for warp in e]
+                a_d, b_d = consumer_descriptors(kern, stage, c, l, k, a_mode)
+                wgmma_sp_k32(acc[c, l], a_d, b_d, e, smem, kern.BN, value, kt > 0 or k > 0)
+
+
+def store(kern, C, acc, m0, n0):
+    """The epilogue's placement (a block whose columns all lie past N stores nothing)."""
+    M, N = C.shape
+    for c in range(2):
+        for l in range(kern.slabs):
+            for w in range(4):
+                for lane in range(32):
+                    g, t = divmod(lane, 4)
+                    for h in range(2):
+                        row = m0 + 64 * (c * kern.slabs + l) + 16 * w + g + 8 * h
+                        if row >= M:
+                            continue
+                        for j in range(kern.BN // 8):
+                            for x in range(2):
+                                col = n0 + 8 * j + 2 * t + x
+                                if col < N:
+                                    C[row, col] = acc[c, l, w, lane, 4 * j + 2 * h + x]
 
 
 CASES = [
     # whole slabs past M, K not a multiple of BK (half a tile of zero fill), N a multiple of 8 with a tail in the
     # second 64-column block of the last tile: the cp.async path
-    ("fp16", {"BM": 128, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1}, (208, 320, 200)),
+    ("fp16", {"BM": 128, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1}, (208, 320, 200)),
     # two slabs per consumer, N not a multiple of 8 and past 64 columns: the element path
-    ("bf16", {"BM": 256, "BN": 128, "BK": 64, "STAGES": 3, "LAG": 2}, (272, 192, 125)),
+    ("bf16", {"BM": 256, "BN": 128, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 1}, (272, 192, 125)),
+    # clusters of two sharing A: 3 column tiles, so the last cluster's second block lies wholly past N; rows past M
+    # in the second block row, whose share of A (rows 128 .. 255) is all zero fill; the element path
+    ("fp16", {"BM": 256, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 2}, (272, 128, 140)),
+    # one slab per consumer (each block's share is the other's slab), BK = 128 (two A boxes per stage), N a multiple
+    # of 8: the cp.async path
+    ("bf16", {"BM": 128, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 2}, (144, 192, 384)),
 ]
 
 
-@pytest.mark.parametrize(("dtype", "params", "shape"), CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(("dtype", "params", "shape"), CASES,
+                         ids=[f"{c[0]}-cluster{c[1]['CLUSTER']}-{c[1]['BM']}x{c[1]['BN']}" for c in CASES])
 def test_emulated_kernel_gives_a_times_b(dtype, params, shape):
     M, K, N = shape
     p, A, B = problem(dtype, M, K, N, seed=7)
@@ -271,14 +321,14 @@ def test_emulated_kernel_gives_a_times_b(dtype, params, shape):
 
 def test_a_wrong_metadata_lane_pair_changes_the_product():
     p, A, B = problem("fp16", 128, 64, 64, seed=8)
-    params = {"BM": 128, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 2}
+    params = {"BM": 128, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 1}
     assert not np.allclose(emulate(p, params, "fp16", pair_swap=True), A @ B)
 
 
 def test_a_wrong_swizzle_in_the_a_descriptor_changes_the_product():
     """128-byte instead of the 64-byte swizzle TMA wrote: rows read their compressed values from the wrong chunks."""
     p, A, B = problem("bf16", 128, 64, 64, seed=9)
-    params = {"BM": 128, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 2}
+    params = {"BM": 128, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 1}
     assert not np.allclose(emulate(p, params, "bf16", a_mode=1), A @ B)
 
 
@@ -289,9 +339,10 @@ def test_stored_metadata_has_no_zero_word():
 
 
 def test_shared_memory_holds_stages_barriers_and_alignment():
-    for params in ({"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 2}, {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 2}):
+    for params in ({"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 2, "CLUSTER": 1},
+                   {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 2, "CLUSTER": 2}):
         kern = Kernel(params)
-        declared = evaluate(get_kernel("sp24_wgmma_sp").kernels[0].shared_bytes, {**params, "value_bytes": 2})
+        declared = evaluate(KERNEL.kernels[0].shared_bytes, kern.env)
         assert declared == kern.STAGES * kern.stage_bytes + 16 * kern.STAGES + 1024  # stages, barriers, rounding
 
 
@@ -299,14 +350,27 @@ def test_shared_memory_holds_stages_barriers_and_alignment():
 
 class Mbarrier:
     """Phase-counting model: try_wait.parity(P) succeeds once the phase of parity P has completed, which a fresh
-    barrier counts as true for P = 1 (the phase before its first)."""
+    barrier counts as true for P = 1 (the phase before its first). A phase completes once its arrivals are all in
+    and its transaction count is back to zero (complete_tx may come before the expect_tx: the count goes negative)."""
 
     def __init__(self, count):
-        self.count, self.pending, self.phase = count, count, 0
+        self.count, self.pending, self.phase, self.tx = count, count, 0, 0
 
     def arrive(self):
         self.pending -= 1
-        if self.pending == 0:
+        self._complete()
+
+    def expect_tx(self, n):
+        """mbarrier.arrive.expect_tx: raise the transaction count, then arrive."""
+        self.tx += n
+        self.arrive()
+
+    def complete_tx(self, n):
+        self.tx -= n
+        self._complete()
+
+    def _complete(self):
+        if self.pending == 0 and self.tx == 0:
             self.phase, self.pending = self.phase + 1, self.count
 
     def passed(self, parity):
@@ -359,15 +423,136 @@ def test_a_lag_of_stages_or_more_deadlocks():
         test_pipeline_never_reads_early_nor_overwrites_unreleased_stages(3, 3, 9)
 
 
+def run_cluster_pipeline(rng, stages, lag, tiles, cluster=2, remote_release=True, empty_count=None, exit_barrier=True):
+    """One random schedule of the kernel's protocol with CLUSTER > 1: per block a producer (the 128 B copiers and the
+    TMA thread as one agent) and a consumer (its eight warps as one agent). Asynchronous events are in flight until
+    the schedule delivers them, in any order: each TMA share lands in every block (complete_tx on that block's
+    full barrier), each consumer release reaches the peers' empty barriers. Checks that no write lands in a stage
+    before that block's consumers released its previous tile nor while they read it, that every read sees its own
+    tile in all shares and in B, that nothing arrives or lands in a block that has exited, and that none hangs."""
+    blocks = range(cluster)
+    full = [[Mbarrier(2) for _ in range(stages)] for _ in blocks]  # FULL_ARRIVALS: B landed + the expect_tx
+    empty = [[Mbarrier(empty_count or cluster) for _ in range(stages)] for _ in blocks]  # EMPTY_ARRIVALS
+    held_a = [[[None] * cluster for _ in range(stages)] for _ in blocks]  # tile of each share of A in each stage
+    held_b = [[None] * stages for _ in blocks]
+    reading = [[False] * stages for _ in blocks]
+    prod, signalled, cons = [0] * cluster, [0] * cluster, [0] * cluster
+    issued, done_p, done_c, exited = [False] * cluster, [False] * cluster, [False] * cluster, [False] * cluster
+    in_flight = []  # ("copy", block, stage, share, tile) or ("arrive", block, stage, from block)
+    arrived = 0  # threads (agents) at the cluster's exit barrier
+
+    def may_write(b, s, kt, what):
+        assert not exited[b], f"{what} of tile {kt} lands in block {b} after it exited"
+        assert not reading[b][s], f"{what} of tile {kt} overwrites stage {s} of block {b} while it is read"
+        assert kt < stages or cons[b] > kt - stages, \
+            f"{what} of tile {kt} overwrites stage {s} of block {b} before tile {kt - stages} was released there"
+
+    while not all(exited):
+        actions = []
+        for b in blocks:
+            s_p, s_c = prod[b] % stages, cons[b] % stages
+            if prod[b] < tiles and empty[b][s_p].passed(((prod[b] // stages) & 1) ^ 1):
+                actions.append(("produce", b))
+            if prod[b] == tiles and not done_p[b]:
+                actions.append(("producer_end", b))
+            if cons[b] < tiles and not issued[b] and full[b][s_c].passed((cons[b] // stages) & 1):
+                actions.append(("issue", b))
+            if issued[b]:
+                actions.append(("retire", b))
+            # the exit barrier's arrive (.release) follows the consumer's remote arrivals: they have been performed
+            if cons[b] == tiles and not done_c[b] and not [e for e in in_flight if e[0] == "arrive" and e[3] == b]:
+                actions.append(("consumer_end", b))
+            ready = arrived == 2 * cluster if exit_barrier else done_p[b] and done_c[b]
+            if ready and not exited[b]:
+                actions.append(("exit", b))
+        actions += [("deliver", i) for i in range(len(in_flight))]
+        assert actions, f"deadlock: producers at {prod}, consumers at {cons}, {arrived} at the exit barrier"
+        kind, b = actions[rng.integers(len(actions))]  # b: the block, or for "deliver" the event's index
+        if kind == "produce":  # after the empty wait: expect_tx, the TMA shares, this block's B copies
+            kt = prod[b]
+            s = kt % stages
+            may_write(b, s, kt, "B")
+            held_b[b][s] = kt
+            full[b][s].expect_tx(cluster)  # every share's bytes land on this block's barrier
+            in_flight += [("copy", d, s, b, kt) for d in blocks]  # the multicast: this block's share to every block
+            if kt >= lag:
+                full[b][(kt - lag) % stages].arrive()
+                signalled[b] += 1
+            prod[b] += 1
+        elif kind == "producer_end":  # wait_group 0, the last tiles' B signalled, the exit barrier's arrive
+            while signalled[b] < tiles:
+                full[b][signalled[b] % stages].arrive()
+                signalled[b] += 1
+            done_p[b], arrived = True, arrived + 1
+        elif kind == "issue":
+            kt, s = cons[b], cons[b] % stages
+            assert held_a[b][s] == [kt] * cluster and held_b[b][s] == kt, \
+                f"block {b} reads A shares of tiles {held_a[b][s]} and B of tile {held_b[b][s]} for tile {kt}"
+            reading[b][s], issued[b] = True, True
+        elif kind == "retire":  # wait_group 0, then each warp's release: its own block's barrier and the peers'
+            s = cons[b] % stages
+            reading[b][s], issued[b] = False, False
+            cons[b] += 1
+            empty[b][s].arrive()
+            if remote_release:
+                in_flight += [("arrive", d, s, b) for d in blocks if d != b]
+        elif kind == "consumer_end":
+            done_c[b], arrived = True, arrived + 1
+        elif kind == "exit":
+            assert not [e for e in in_flight if e[1] == b], f"block {b} exits with {in_flight} still on the way"
+            exited[b] = True
+        else:  # "deliver"
+            event = in_flight.pop(b)
+            if event[0] == "copy":
+                _, d, s, share, kt = event
+                may_write(d, s, kt, f"A share {share}")
+                held_a[d][s][share] = kt
+                full[d][s].complete_tx(1)
+            else:
+                _, d, s, _ = event
+                assert not exited[d], f"a release arrives at block {d} after it exited"
+                empty[d][s].arrive()
+
+
+@pytest.mark.parametrize(("stages", "lag", "tiles"),
+                         [(2, 1, 7), (3, 1, 3), (3, 2, 9), (4, 2, 11), (6, 2, 13), (5, 4, 2)])
+def test_cluster_pipeline_never_overwrites_a_stage_before_both_blocks_released_it(stages, lag, tiles):
+    rng = np.random.default_rng(stages * 100 + lag * 10 + tiles)
+    for _ in range(300):
+        run_cluster_pipeline(rng, stages, lag, tiles)
+
+
+def test_a_release_sent_to_its_own_block_only_deadlocks_or_overwrites():
+    """Each consumer warp must arrive on its peer's empty barrier too: without that arrival the peer's producer
+    waits forever for a count of both blocks, and with a count of its own block only it multicasts into stages the
+    other block still reads."""
+    rng = np.random.default_rng(3)
+    with pytest.raises(AssertionError, match="deadlock"):
+        run_cluster_pipeline(rng, 3, 2, 9, remote_release=False)
+    with pytest.raises(AssertionError, match="overwrites"):
+        for _ in range(300):
+            run_cluster_pipeline(rng, 3, 2, 9, remote_release=False, empty_count=1)
+
+
+def test_a_block_leaving_without_the_cluster_barrier_can_still_be_written():
+    """The exit barrier: a block whose own work is done may still receive its peer's last releases."""
+    rng = np.random.default_rng(4)
+    with pytest.raises(AssertionError, match="exit"):
+        for _ in range(300):
+            run_cluster_pipeline(rng, 3, 2, 9, exit_barrier=False)
+
+
 # ---- the real kernel through the compile-only verifier, and the planner's start ---------------------------------
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
-@pytest.mark.parametrize("params", [WGMMA_START, {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1},
-                                    {"BM": 128, "BN": 64, "BK": 64, "STAGES": 6, "LAG": 4}], ids=["start", "tall", "narrow"])
+@pytest.mark.parametrize("params", [WGMMA_START, {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1},
+                                    {"BM": 128, "BN": 64, "BK": 64, "STAGES": 6, "LAG": 4, "CLUSTER": 1},
+                                    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2}],
+                         ids=["start", "tall", "narrow", "cluster"])
 def test_kernel_passes_the_compile_only_verifier(dtype, params):
     spec = parse_spec({"operation": "spmm", "pattern": {"kind": "n_m"}, "M": 4096, "K": 4096, "N": 4096, "dtype": dtype,
                        "arch": "sm_90a", "epilogue": {"bias": True, "activation": "gelu_tanh", "alpha": True}})
-    report = CompileOnlyVerifier("sm_90a").verify(get_kernel("sp24_wgmma_sp").instantiate(params), spec)
+    report = CompileOnlyVerifier("sm_90a").verify(KERNEL.instantiate(params), spec)
     assert report.compiled
     assert not [f for f in report.feedback if f.status in {"failed", "error"}], report.feedback
     assert {f.stage: f.status for f in report.feedback}["correctness"] == "not_executed"

@@ -92,7 +92,9 @@ def test_the_accumulators_and_a_register_written_after_the_wait_are_no_race():
 def test_the_shipped_hopper_2to4_kernel_retires_each_group_before_loading_the_next_metadata():
     from sparseditto.tools.sass import disassemble
 
-    for params in ({"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 3}, {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1}):
+    for params in ({"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 3, "CLUSTER": 1},
+                   {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1},
+                   {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2}):
         candidate = get_kernel("sp24_wgmma_sp").instantiate(params)
         result = compile_source(candidate.source, "sm_90a", candidate.defines(dtype_info("fp16").code))
         assert result.ok, result.log[-2000:]

@@ -22,7 +22,11 @@ summary: >
   the accumulators. fp8 is not offered: 8-bit wgmma needs B K-major in shared memory, and B is N-major. Each tile's
   group retires before the next tile's metadata words are loaded (see the consumer loop). H200, 4096^3 fp16: 241 us,
   570 dense-equivalent TFLOP/s at 256 x 128 x 64 with 6 stages; 128 x 256 x 64 320 us whatever LAG (bounded by the B
-  bytes each product needs, not by latency; evals/results/issue15_h200.md).
+  bytes each product needs, not by latency; evals/results/issue15_h200.md). CLUSTER = 2 pairs the blocks of two
+  neighbouring column tiles (same rows) in a thread-block cluster along grid x that share the A tile: each block's TMA
+  thread loads half of the A and metadata rows of a stage and multicasts them to both blocks, so L2 serves each A byte
+  once per cluster; a stage is refilled only once the consumers of both blocks released it (each consumer warp
+  arrives on its own block's empty barrier and on its peer's).
 preparation: epilogue_operands
 parameters:
   BM: [128, 256]
@@ -30,20 +34,24 @@ parameters:
   BK: [64, 128]
   STAGES: [3, 4, 5, 6]
   LAG: [1, 2, 3, 4]  # tiles of B copies in flight behind the newest before its oldest is signalled
+  CLUSTER: [1, 2]  # blocks along grid x (same rows of C) that share each A tile by TMA multicast
 constraints:  # over the parameters and the problem symbols; a choice breaking one is never tried
   - "value_bytes == 2"
   - "LAG < STAGES"  # the producer signals a tile LAG tiles late: with LAG >= STAGES it would wait on itself
   - "(BM // 128) * BN <= 256"
+  - "BM % (64 * CLUSTER) == 0"  # each block's share of an A box: whole 64-row slabs, 1024-byte aligned (swizzle)
+  - "CLUSTER == 1 or N > BN"  # the second block of a cluster must have columns of C to compute
   - "STAGES * (BK * BN * value_bytes + BM * BK // 2 * value_bytes + BM * BK // 8) + 16 * STAGES + 1024 <= 232448"
 kernels:
   - entry: sp24_wgmma_sp
-    grid: ["ceil_div(N, BN)", "ceil_div(M, BM)", "1"]
+    grid: ["ceil_div(ceil_div(N, BN), CLUSTER) * CLUSTER", "ceil_div(M, BM)", "1"]
     block: ["384", "1", "1"]
+    cluster: ["CLUSTER", "1", "1"]
     shared_bytes: "STAGES * (BK * BN * value_bytes + BM * BK // 2 * value_bytes + BM * BK // 8) + 16 * STAGES + 1024"
     args: [tmap_A, tmap_E, B, bias, C, M, N, K, has_bias, act, alpha]
 tensor_maps:
-  tmap_A: {array: A_values, box: ["32", "BM"], swizzle: "64B", l2_promotion: "128B"}
-  tmap_E: {array: A_meta, box: ["BK // 2", "BM // 16"], dims: ["K // 2", "M // 16"], strides: ["2 * K"]}
+  tmap_A: {array: A_values, box: ["32", "BM // CLUSTER"], swizzle: "64B", l2_promotion: "128B"}
+  tmap_E: {array: A_meta, box: ["BK // 2", "BM // 16 // CLUSTER"], dims: ["K // 2", "M // 16"], strides: ["2 * K"]}
 accumulate: fp32
 ---*/
 // Why A comes from shared memory (descriptor) and not from registers: each consumer issues one instruction per
@@ -58,6 +66,10 @@ accumulate: fp32
 //      done by TMA). Descriptor (K-major, 64B swizzle): stride offset 512 (next 8 rows); slab l starts at row 64 l;
 //      step s reads box s / 2 from byte 32 (s % 2) of each row.
 //   E: the tile's metadata words in the stored order [16-row block][16-column block][g], BK/2 words per block.
+//   With CLUSTER > 1 the block of rank r loads rows r BM/CLUSTER .. (r+1) BM/CLUSTER - 1 of each A box (offset
+//   r BM/CLUSTER * 64 bytes, a multiple of 1024, so the swizzle is the same) and 16-row blocks r BM/16/CLUSTER ..
+//   of the metadata (offset r E_STAGE_BYTES/CLUSTER), multicast to the same offsets in every block of the cluster:
+//   each block's stage holds the whole tile, laid out exactly as with CLUSTER = 1.
 // Metadata (PTX ISA, sparse wgmma m64nNk32 f16/bf16): warp w of the warpgroup supplies rows 16w .. 16w+15 with the
 // m16n8k32 mma.sp layout; with selector 0 lane 4g + j (j = 0, 1) gives the word of rows g and g + 8 and logical
 // columns 16j .. 16j+15 of the step, which is the stored word (16-row block, 2s + j, g).
@@ -72,7 +84,8 @@ accumulate: fp32
 #define E_STAGE_BYTES (BM * BK / 8)
 #define STAGE_BYTES (B_STAGE_BYTES + A_STAGE_BYTES + E_STAGE_BYTES)
 #define FULL_ARRIVALS 129                     // 128 producer threads' landed B copies, plus the TMA thread's expect_tx
-#define EMPTY_ARRIVALS 8                      // one lane per consumer warp
+#define EMPTY_ARRIVALS (8 * CLUSTER)          // one lane per consumer warp of every block in the cluster
+#define A_SHARE_ROWS (BM / CLUSTER)           // rows of each A box this block's TMA thread loads for the cluster
 
 // The tensor map's layout (128 opaque bytes, 64-byte aligned), so that no toolkit header is needed under NVRTC.
 struct alignas(64) sp24w_tensor_map { unsigned long long opaque[16]; };
@@ -86,10 +99,56 @@ __device__ __forceinline__ void sp24w_wait(unsigned bar, unsigned parity) {
                      : "=r"(done) : "r"(bar), "r"(parity) : "memory");
 }
 
+// The producer's wait for a released stage: with CLUSTER > 1 the releases come from the consumers of every block of
+// the cluster (remote ones with release.cluster), so the wait acquires at cluster scope.
+#if CLUSTER > 1
+#define SP24W_EMPTY_SEM ".acquire.cluster"
+#else
+#define SP24W_EMPTY_SEM ""
+#endif
+__device__ __forceinline__ void sp24w_wait_empty(unsigned bar, unsigned parity) {
+    unsigned done = 0;
+    while (!done)
+        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity" SP24W_EMPTY_SEM ".shared::cta.b64 p, [%1], %2; "
+                     "selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+}
+
+// This block's part of an A or metadata box: with CLUSTER > 1 written to the same offset of every block of the
+// cluster (ctaMask: all ranks), each copy crediting its bytes to the barrier at the same offset of that block.
 __device__ __forceinline__ void sp24w_tma_2d(unsigned dst, const sp24w_tensor_map* map, int x, int y, unsigned bar) {
+#if CLUSTER > 1
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+                 " [%0], [%1, {%2, %3}], [%4], %5;"
+                 :: "r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y), "r"(bar),
+                    "h"((unsigned short)((1u << CLUSTER) - 1)) : "memory");
+#else
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
                  :: "r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y), "r"(bar) : "memory");
+#endif
 }
+
+// The block's rank in its cluster (0 without clusters).
+__device__ __forceinline__ int sp24w_rank() {
+#if CLUSTER > 1
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return (int)r;
+#else
+    return 0;
+#endif
+}
+
+#if CLUSTER > 1
+// One arrival on the barrier at the same offset as `bar` in the cluster's block `rank`, ordered after this thread's
+// earlier accesses at cluster scope (the consumer's release of a stage its peer's TMA thread will refill).
+__device__ __forceinline__ void sp24w_arrive_remote(unsigned bar, int rank) {
+    unsigned remote;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(bar), "r"(rank));
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" :: "r"(remote) : "memory");
+}
+__device__ __forceinline__ void sp24w_cluster_arrive() { asm volatile("barrier.cluster.arrive.release;" ::: "memory"); }
+__device__ __forceinline__ void sp24w_cluster_wait() { asm volatile("barrier.cluster.wait.acquire;" ::: "memory"); }
+#endif
 
 // Matrix descriptor: start, leading and stride byte offsets (all >> 4) and the swizzle mode (1: 128B, 2: 64B).
 __device__ __forceinline__ unsigned long long sp24w_desc(unsigned addr, unsigned lead, unsigned stride, unsigned mode) {
@@ -194,8 +253,9 @@ sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_cons
     unsigned char* smem = sp24w_raw + ((1024 - (sp24w_smem(sp24w_raw) & 1023)) & 1023);
     const unsigned bars = sp24w_smem(smem + STAGES * STAGE_BYTES);  // full[s] at 8s, empty[s] at 8(STAGES + s)
     const int tid = threadIdx.x, wg = tid / 128;
-    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;  // with CLUSTER > 1 n0 may lie past N: nothing is stored
     const int tiles = (K + BK - 1) / BK;
+    const int rank = sp24w_rank();  // this block's share of the A and metadata boxes
 
     if (tid == 0) {
         for (int s = 0; s < STAGES; ++s) {
@@ -204,21 +264,31 @@ sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_cons
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");  // visible to the TMA unit's completions
     }
+#if CLUSTER > 1
+    // every block's barriers initialised before any block multicasts into it or arrives on them remotely
+    sp24w_cluster_arrive();
+    sp24w_cluster_wait();
+#else
     __syncthreads();
+#endif
 
     if (wg == 0) {  // producer
         for (int kt = 0; kt < tiles; ++kt) {
             const int s = kt % STAGES;
             const unsigned full = bars + 8 * s;
-            sp24w_wait(bars + 8 * (STAGES + s), ((kt / STAGES) & 1) ^ 1);  // the first round passes at once
+            // the first round passes at once; later ones once the consumers of every block of the cluster released s
+            sp24w_wait_empty(bars + 8 * (STAGES + s), ((kt / STAGES) & 1) ^ 1);
             unsigned char* stage = smem + s * STAGE_BYTES;
-            if (tid == 0) {
+            if (tid == 0) {  // the whole A and metadata tile lands here: this block's share and its peers'
                 asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
                              :: "r"(full), "r"(A_STAGE_BYTES + E_STAGE_BYTES) : "memory");
+                const int row = rank * A_SHARE_ROWS;
 #pragma unroll
                 for (int j = 0; j < BK / 64; ++j)
-                    sp24w_tma_2d(sp24w_smem(stage + B_STAGE_BYTES + j * BM * 64), &tmap_A, kt * BK / 2 + 32 * j, m0, full);
-                sp24w_tma_2d(sp24w_smem(stage + B_STAGE_BYTES + A_STAGE_BYTES), &tmap_E, kt * BK / 2, m0 / 16, full);
+                    sp24w_tma_2d(sp24w_smem(stage + B_STAGE_BYTES + j * BM * 64 + row * 64), &tmap_A, kt * BK / 2 + 32 * j,
+                                 m0 + row, full);
+                sp24w_tma_2d(sp24w_smem(stage + B_STAGE_BYTES + A_STAGE_BYTES + row * BK / 8), &tmap_E, kt * BK / 2,
+                             (m0 + row) / 16, full);
             }
             sp24w_load_b(stage, B, kt * BK, n0, N, K, tid);
             if (kt >= LAG) {  // tile kt - LAG has landed once at most the LAG newer tiles' groups are in flight
@@ -228,6 +298,10 @@ sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_cons
         }
         asm volatile("cp.async.wait_group 0;" ::: "memory");
         for (int kt = tiles > LAG ? tiles - LAG : 0; kt < tiles; ++kt) sp24w_b_landed(bars + 8 * (kt % STAGES));
+#if CLUSTER > 1
+        sp24w_cluster_arrive();  // the exit barrier (below) counts every thread of the cluster
+        sp24w_cluster_wait();
+#endif
         return;
     }
 
@@ -268,9 +342,22 @@ sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_cons
         // other consumer warpgroup keeps the tensor cores busy meanwhile.
         asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
         sp24w_pin(acc);
-        if (lane == 0)
+        if (lane == 0) {
             asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bars + 8 * (STAGES + s)) : "memory");
+#if CLUSTER > 1
+            // the peers' TMA threads write this block's stage s too: they wait for this release as well
+#pragma unroll
+            for (int r = 1; r < CLUSTER; ++r) sp24w_arrive_remote(bars + 8 * (STAGES + s), (rank + r) % CLUSTER);
+#endif
+        }
     }
+#if CLUSTER > 1
+    // The exit barrier: its arrive (a release) follows this warp's remote arrivals, and every multicast into this
+    // block has landed (each tile's full barrier counted it); no block leaves before all threads of the cluster
+    // arrived, since a peer's last releases may still be on their way to this block's empty barriers. The epilogue,
+    // which touches no shared memory, runs in between.
+    sp24w_cluster_arrive();
+#endif
 
     const int g = lane / 4, t = lane % 4;
 #pragma unroll
@@ -287,4 +374,7 @@ sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_cons
             }
         }
     }
+#if CLUSTER > 1
+    sp24w_cluster_wait();
+#endif
 }
