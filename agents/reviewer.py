@@ -18,11 +18,12 @@ from sparseditto.tools.results import VerificationReport
 
 
 def best_iteration(iterations: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The fastest correct, measured iteration (or, without a GPU, the first one that compiled)."""
-    measured = [it for it in iterations if VerificationReport.model_validate(it["report"]).correct
-                and it["report"].get("measurement")]
-    if measured:
-        return min(measured, key=lambda it: it["report"]["measurement"]["median_us"])
+    """The fastest correct, measured iteration whose sanitizer and profiler were not left for later (or, without a
+    GPU, the first one that compiled)."""
+    reports = [(it, VerificationReport.model_validate(it["report"])) for it in iterations]
+    if any(report.measurement for _, report in reports):
+        measured = [it for it, report in reports if report.correct and report.measurement and not report.tools_deferred]
+        return min(measured, key=lambda it: it["report"]["measurement"]["median_us"]) if measured else None
     compiled = [it for it in iterations if it["report"]["compiled"] and not any(
         f["status"] in {"failed", "error"} for f in it["report"]["feedback"])]
     return compiled[0] if compiled else None

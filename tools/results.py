@@ -115,6 +115,10 @@ class Measurement(BaseModel):
     speedups: dict[str, float] = {}
 
 
+# how a skipped sanitizer stage starts when the tools were left for later rather than judged unneeded
+DEFERRED = "not executed: deferred"
+
+
 class VerificationReport(BaseModel):
     candidate: str
     backend: Literal["gpu", "compile_only"]
@@ -135,3 +139,10 @@ class VerificationReport(BaseModel):
 
     def stage(self, name: str) -> Feedback | None:
         return next((f for f in self.feedback if f.stage == name), None)
+
+    @property
+    def tools_deferred(self) -> bool:
+        """compute-sanitizer and Nsight Compute were left for later (a faster contender ran beside it): such a
+        candidate is never accepted as it stands."""
+        sanitizer = self.stage("sanitizer")
+        return bool(sanitizer and sanitizer.status == "not_executed" and sanitizer.message.startswith(DEFERRED))

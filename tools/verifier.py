@@ -31,7 +31,7 @@ from sparseditto.tools.families import Problem, get_family
 from sparseditto.tools.gpu_stages import profile_stage, run_batch_child, run_child, sanitizer_stage
 from sparseditto.tools.launch_check import DeviceLimits, LaunchRejected, check_sizes, plan_launch
 from sparseditto.tools.profiler import find_ncu
-from sparseditto.tools.results import NOT_EXECUTED_NO_GPU, Feedback, VerificationReport
+from sparseditto.tools.results import DEFERRED, NOT_EXECUTED_NO_GPU, Feedback, VerificationReport
 from sparseditto.tools.runner import RunJob, RunResult, array_infos, prepare, rejection
 from sparseditto.tools.sanitizer import TOOLS, find_sanitizer
 from sparseditto.tools.sass import SassCounts, analyse_cubin
@@ -193,6 +193,12 @@ _PROCESS_TOOLS = ProcessToolsRecord()
 _AHEAD: dict[tuple[str, str], tuple[RunJob, RunResult]] = {}
 
 
+def _measured_correct(run: RunResult | Feedback) -> bool:
+    """A runner result with a measurement and no failed stage."""
+    return (isinstance(run, RunResult) and run.measurement is not None
+            and not any(f.status in {"failed", "error"} for f in run.feedback))
+
+
 def _ahead_dir() -> Path:
     global _AHEAD_DIR
     if _AHEAD_DIR is None:
@@ -291,6 +297,7 @@ class GpuVerifier:
         digest = hashlib.sha256(result.cubin or b"").hexdigest()
         with tempfile.TemporaryDirectory(prefix="sparseditto-") as tmp:
             taken = _AHEAD.pop((digest, spec_key), None)
+            faster_ahead = None
             if taken is not None:
                 job, run = taken
                 note = {"run_ahead": "in the runner process of an earlier candidate of this run, on the inputs drawn for it"}
@@ -304,6 +311,7 @@ class GpuVerifier:
                     for (key, other), other_run in zip(others, runs[1:]):
                         if isinstance(other_run, RunResult):
                             _AHEAD[(key, spec_key)] = (other, other_run)
+                    faster_ahead = min((r.measurement.median_us for r in runs[1:] if _measured_correct(r)), default=None)
                     run = runs[0]
                 else:
                     run = run_child(job, Path(tmp), self.timeout_s)
@@ -311,16 +319,17 @@ class GpuVerifier:
                 return _report(candidate, self.backend, result, [*feedback, run], sass)
             try:
                 return self._after_run(candidate, spec, result, feedback, sass, job, run, Path(tmp), digest, best_us,
-                                       already_checked)
+                                       already_checked, faster_ahead)
             finally:
                 if taken is not None:
                     _discard(job)
 
     def _after_run(self, candidate: KernelCandidate, spec: Spec, result: CompileResult, feedback: list[Feedback],
                    sass: dict[str, SassCounts], job: RunJob, run: RunResult, tmp: Path, digest: str,
-                   best_us: float | None, already_checked: str | None) -> VerificationReport:
+                   best_us: float | None, already_checked: str | None, faster_ahead: float | None = None) -> VerificationReport:
         """The runner's result into the report; then, for a candidate that may be accepted, the sanitizer and the
-        profiler."""
+        profiler. `faster_ahead`: the fastest correct time among the contenders run beside it: a slower candidate
+        leaves both tools for later (DEFERRED), and the review never accepts it as it stands."""
         feedback += run.feedback
         extra: dict[str, Any] = {"device": run.device, "trials": run.trials, "measurement": run.measurement,
                                  "baselines": run.baselines}
@@ -337,6 +346,9 @@ class GpuVerifier:
             skipped = f"not executed: {passed_before}"
         elif best_us is not None and run.measurement and run.measurement.median_us >= best_us:
             skipped = f"not executed: {run.measurement.median_us:.1f} us is not faster than the best so far ({best_us:.1f} us)"
+        elif faster_ahead is not None and run.measurement and run.measurement.median_us > faster_ahead:
+            skipped = (f"{DEFERRED}: {run.measurement.median_us:.1f} us is slower than a contender run beside it "
+                       f"({faster_ahead:.1f} us); it would have to be verified again to be accepted")
         if skipped:
             feedback += [Feedback(stage=s, status="not_executed", message=skipped) for s in ("sanitizer", "profile")]
             return _report(candidate, self.backend, result, feedback, sass, **extra)

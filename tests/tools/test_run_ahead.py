@@ -130,3 +130,33 @@ def test_the_batch_child_reads_each_result_on_its_own(tmp_path, monkeypatch):
     assert isinstance(first, RunResult)
     assert second.error_type == "illegal_memory_access"
     assert third.status == "not_executed" and "earlier candidate" in third.message
+
+
+def test_a_candidate_slower_than_a_contender_run_beside_it_leaves_the_tools_for_later(children, monkeypatch,
+                                                                                      measured_report):
+    """The sanitizer and the profiler are deferred, not judged unneeded: the review never accepts such a candidate as
+    it stands (it is not the best iteration), so every accepted kernel still has passed both tools."""
+    from sparseditto.agents.reviewer import best_iteration
+    from sparseditto.tools.results import VerificationReport
+
+    def measured(job, us):
+        run = passed(job, us)
+        timing = measured_report("x", median_us=us).measurement
+        return run.model_copy(update={"measurement": timing})
+
+    children["batch_outcome"] = lambda i, job: measured(job, 20.0 if i == 0 else 10.0)
+    monkeypatch.setattr(verifier_module, "find_sanitizer", lambda: "compute-sanitizer")
+    monkeypatch.setattr(verifier_module, "sanitizer_stage", lambda *a, **k: Feedback(stage="sanitizer", status="passed"))
+    gpu = verifier_module.GpuVerifier(arch="sm_90", profile=False)
+    slow = gpu.verify(vec4(4), spmv(), ahead=[vec4(2)])
+    assert slow.correct and slow.tools_deferred
+    assert "slower than a contender run beside it (10.0 us)" in slow.stage("sanitizer").message
+    fast = gpu.verify(vec4(2), spmv())
+    assert not fast.tools_deferred and fast.stage("sanitizer").status == "passed"
+
+    def iteration(n, report):
+        return {"iteration": n, "choice": {"kernel": "k", "params": {}}, "report": report.model_dump(mode="json")}
+
+    assert best_iteration([iteration(1, slow)]) is None  # alone it is no best: it would need the tools first
+    assert best_iteration([iteration(1, slow), iteration(2, fast)])["iteration"] == 2
+    assert not VerificationReport.model_validate(iteration(2, fast)["report"]).tools_deferred
