@@ -21,6 +21,8 @@ as it is known (OUT_DIR/result-I.json), so that a crash keeps the results before
 
 from __future__ import annotations
 
+import functools
+import os
 import pickle
 import sys
 import time
@@ -101,6 +103,27 @@ def shared(key: tuple[Any, ...], make: Any) -> Any:
 
 def references(family: ProblemFamily, problem: Problem) -> dict[str, np.ndarray]:
     return shared(("refs", id(problem)), lambda: family.reference(problem))
+
+
+def _bounds(family: ProblemFamily, spec: SpecBase, problem: Problem, refs: dict[str, np.ndarray],
+            terms: dict[str, np.ndarray] | None = None) -> Any:
+    """The problem's element bounds (None for a family that judges norm-wise); `terms` only saves recounting."""
+    return shared(("bounds", id(problem)), lambda: family.error_bounds(problem, refs, spec.tolerance, terms))
+
+
+def _terms(family: ProblemFamily, problem: Problem) -> dict[str, np.ndarray] | None:
+    return shared(("terms", id(problem)), lambda: family.element_terms(problem))
+
+
+def _timing_problem(job: RunJob, family: ProblemFamily) -> Problem:
+    return shared(("timing", job.spec.model_dump_json(), job.timing_seed),
+                  lambda: family.make_problem(job.spec, job.timing_seed))
+
+
+def _fresh_values(job: RunJob, family: ProblemFamily, problem: Problem, k: int) -> Problem:
+    """Value set k (1, 2, ...) of the timing problem: its structure, every float value drawn anew."""
+    return shared(("fresh", id(problem), k),
+                  lambda: family.with_fresh_values(problem, np.random.default_rng([job.timing_seed, k])))
 
 
 class RunResult(BaseModel):
@@ -261,7 +284,7 @@ def _run_library_first(job: RunJob, launcher: Launcher, problem: Problem) -> Non
 def _judge(family: ProblemFamily, spec: SpecBase, problem: Problem, results: dict[str, np.ndarray],
            refs: dict[str, np.ndarray], unwritten: dict[str, np.ndarray]) -> dict[str, CheckedOutput]:
     """Every output against its reference: element-wise bounds for a multilinear family, else norm-wise."""
-    bounds = shared(("bounds", id(problem)), lambda: family.error_bounds(problem, refs, spec.tolerance))
+    bounds = _bounds(family, spec, problem, refs)
     tols = tolerances(spec, problem)
     return {name: CheckedOutput.judge(out, refs[name], tols[name], unwritten[name], bounds[name] if bounds else None,
                                       numerics(problem.outputs[name].dtype).largest)
@@ -277,16 +300,43 @@ def _trial_problem(job: RunJob, family: ProblemFamily, seed: int, shape: dict[st
     return shared(("trial", job.spec.model_dump_json(), seed, tuple(sorted((shape or {}).items())), specials), make)
 
 
+def trial_list(job: RunJob) -> list[tuple[int, dict[str, int] | None, bool]]:
+    """Each correctness trial's seed, shape (None: the spec's) and whether it is held out, in order."""
+    main = [(seed, None, False) for seed in job.seeds]
+    return main + [(job.seeds[-1] + 1000 + i, shape, True) for i, shape in enumerate(job.held_out_shapes)]
+
+
+def prefetch_host_work(job: RunJob, family: ProblemFamily) -> None:
+    """The host work of a verification, made before the first launch and in threads (NumPy releases the interpreter
+    lock in its array work): every trial's problem with its references and bounds, and the timing problem with its
+    extra value sets. The stages then find it made (`shared`)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def trial(i: int, seed: int, shape: dict[str, int] | None) -> None:
+        problem = _trial_problem(job, family, seed, shape, specials=i >= 2)
+        _bounds(family, job.spec, problem, references(family, problem))
+
+    def timing_set(k: int) -> None:
+        problem = _timing_problem(job, family)
+        fresh = _fresh_values(job, family, problem, k) if k else problem
+        _bounds(family, job.spec, fresh, references(family, fresh), _terms(family, problem))
+
+    tasks = [functools.partial(trial, i, seed, shape) for i, (seed, shape, _) in enumerate(trial_list(job))]
+    _terms(family, _timing_problem(job, family))  # before the value sets, which derive from them
+    tasks += [functools.partial(timing_set, k) for k in range(VALUE_SETS)]
+    with ThreadPoolExecutor(max_workers=min(len(tasks), os.cpu_count() or 1)) as pool:
+        for done in [pool.submit(task) for task in tasks]:
+            done.result()
+
+
 def check_correctness(job: RunJob, family: ProblemFamily, module: Any, info: dict[str, Any]) -> tuple[list[Trial], Feedback]:
     """The main-shape trials (the second after the library ran on the same inputs) and the held-out ones; all but
     the first two carry IEEE special values."""
     import cupy as cp
 
-    shapes = [(None, False)] * len(job.seeds) + [(s, True) for s in job.held_out_shapes]
-    seeds = job.seeds + [job.seeds[-1] + 1000 + i for i in range(len(job.held_out_shapes))]
     trials: list[Trial] = []
     outputs: dict[int, dict[str, CheckedOutput]] = {}
-    for i, (seed, (shape, held_out)) in enumerate(zip(seeds, shapes)):
+    for i, (seed, shape, held_out) in enumerate(trial_list(job)):
         problem = _trial_problem(job, family, seed, shape, specials=i >= 2)
         launcher = Launcher(job.candidate, module, problem, family, info, job.resources)
         order = "library_first" if i == 1 and not held_out else "candidate_first"
@@ -368,7 +418,7 @@ class ValueSet:
 
         self.problem = problem
         self.refs = references(family, problem)
-        bounds = shared(("bounds", id(problem)), lambda: family.error_bounds(problem, self.refs, spec.tolerance, terms))
+        bounds = _bounds(family, spec, problem, self.refs, terms)
         self.pristine = {name: cp.asarray(arr) for name, arr in host.items()}
         self.ref_dev = {name: cp.asarray(ref) for name, ref in self.refs.items()}
         self.bound_dev = {name: cp.asarray(b.bound) for name, b in bounds.items()} if bounds else None
@@ -394,14 +444,13 @@ def _value_sets(job: RunJob, family: ProblemFamily, problem: Problem, host: dict
     in half the free device memory."""
     import cupy as cp
 
-    terms = shared(("terms", id(problem)), lambda: family.element_terms(problem))  # the sets differ in values only
+    terms = _terms(family, problem)  # the sets differ in values only
     sets = [ValueSet(family, job.spec, problem, host, terms)]
     out_bytes = sum(16 * int(np.prod(o.shape)) for o in problem.outputs.values())
     per_set = sum(a.nbytes for a in host.values()) + out_bytes
     free = cp.cuda.runtime.memGetInfo()[0]
-    for k in range(min(VALUE_SETS - 1, int(0.5 * free // max(per_set, 1)))):
-        fresh = shared(("fresh", id(problem), k),
-                       lambda: family.with_fresh_values(problem, np.random.default_rng([job.timing_seed, k + 1])))
+    for k in range(1, 1 + min(VALUE_SETS - 1, int(0.5 * free // max(per_set, 1)))):
+        fresh = _fresh_values(job, family, problem, k)
         prepared, _ = prepare(job.candidate, family, fresh)
         fresh_host = {**fresh.inputs, **prepared}
         if any(fresh_host[n].shape != a.shape or fresh_host[n].dtype != a.dtype for n, a in host.items()):
@@ -445,8 +494,7 @@ def benchmark(job: RunJob, family: ProblemFamily, module: Any, info: dict[str, A
     flush = L2Flusher()
     copy_bw = shared(("copy_bandwidth",), lambda: device_copy_bandwidth(flush))
     rng = np.random.default_rng(job.timing_seed)  # the order of the value sets
-    problem = shared(("timing", job.spec.model_dump_json(), job.timing_seed),
-                     lambda: family.make_problem(job.spec, job.timing_seed))
+    problem = _timing_problem(job, family)
     preparation = timed_prepare(job.candidate, family, problem)
     prepared = preparation[0]
     # a number of runs the kernel cannot predict, every one of them checked
@@ -554,8 +602,11 @@ def run_job(job: RunJob) -> RunResult:
     family, info, module = _load(job)
     try:
         loaded = time.perf_counter()
+        prefetch_host_work(job, family)
+        prefetched = time.perf_counter()
         trials, correctness = check_correctness(job, family, module, info)
-        correctness.evidence.update(seconds=round(time.perf_counter() - loaded, 2), setup_seconds=round(loaded - start, 2))
+        correctness.evidence.update(seconds=round(time.perf_counter() - prefetched, 2), setup_seconds=round(loaded - start, 2),
+                                    host_seconds=round(prefetched - loaded, 2))
         if correctness.status != "passed":
             return RunResult(device=info, feedback=[correctness], trials=trials)
         checked = time.perf_counter()
