@@ -8,11 +8,9 @@ never as passed.
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import re
 import secrets
-import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,6 +22,7 @@ from pydantic import BaseModel
 import numpy as np
 
 from sparseditto.spec import Spec
+from sparseditto.tools.ahead import AHEAD, discard, measured_correct
 from sparseditto.tools.compiler import CompileResult, KernelResources, compile_source
 from sparseditto.tools.contract import KernelCandidate, runner_symbols
 from sparseditto.tools.dtypes import DTYPES
@@ -187,42 +186,6 @@ class ProcessToolsRecord:
 
 _PROCESS_TOOLS = ProcessToolsRecord()
 
-# candidates run ahead, in the runner process of an earlier candidate of the same spec: (cubin digest, spec) -> the
-# job (its cubin and sanitizer instances kept in _ahead_dir() for the later stages) and the runner's result; each is
-# taken once, by the verification of that very compiled kernel for that spec
-_AHEAD: dict[tuple[str, str], tuple[RunJob, RunResult]] = {}
-
-
-def _measured_correct(run: RunResult | Feedback) -> bool:
-    """A runner result with a measurement and no failed stage."""
-    return (isinstance(run, RunResult) and run.measurement is not None
-            and not any(f.status in {"failed", "error"} for f in run.feedback))
-
-
-def _ahead_dir() -> Path:
-    global _AHEAD_DIR
-    if _AHEAD_DIR is None:
-        _AHEAD_DIR = Path(tempfile.mkdtemp(prefix="sparseditto-ahead-"))
-        atexit.register(shutil.rmtree, _AHEAD_DIR, True)
-    return _AHEAD_DIR
-
-
-_AHEAD_DIR: Path | None = None
-
-
-def _forget_ahead(keep_spec: str) -> None:
-    """Results run ahead for other specs are never taken: an evaluation has moved on."""
-    for key in [k for k in _AHEAD if k[1] != keep_spec]:
-        _discard(_AHEAD.pop(key)[0])
-
-
-def _discard(job: RunJob) -> None:
-    """A job run ahead, done with: its cubin and sanitizer instances (up to gigabytes) go."""
-    for path in (job.cubin_path, job.instances_path):
-        if path:
-            Path(path).unlink(missing_ok=True)
-
-
 class InputDraw(BaseModel):
     """One verification's fresh inputs: the trials' seeds, the held-out shapes and the timing seed (shared by every
     candidate of a batch)."""
@@ -293,10 +256,10 @@ class GpuVerifier:
         if result is None or any(f.status in {"failed", "error"} for f in feedback):
             return _report(candidate, self.backend, result, feedback, sass)
         spec_key = spec.model_dump_json()
-        _forget_ahead(spec_key)
+        AHEAD.forget_other_specs(spec_key)
         digest = hashlib.sha256(result.cubin or b"").hexdigest()
         with tempfile.TemporaryDirectory(prefix="sparseditto-") as tmp:
-            taken = _AHEAD.pop((digest, spec_key), None)
+            taken = AHEAD.take((digest, spec_key))
             faster_ahead = None
             if taken is not None:
                 job, run = taken
@@ -310,8 +273,8 @@ class GpuVerifier:
                     runs = run_batch_child([job, *(j for _, j in others)], Path(tmp), self.timeout_s)
                     for (key, other), other_run in zip(others, runs[1:]):
                         if isinstance(other_run, RunResult):
-                            _AHEAD[(key, spec_key)] = (other, other_run)
-                    faster_ahead = min((r.measurement.median_us for r in runs[1:] if _measured_correct(r)), default=None)
+                            AHEAD.put((key, spec_key), other, other_run)
+                    faster_ahead = min((r.measurement.median_us for r in runs[1:] if measured_correct(r)), default=None)
                     run = runs[0]
                 else:
                     run = run_child(job, Path(tmp), self.timeout_s)
@@ -322,7 +285,7 @@ class GpuVerifier:
                                        already_checked, faster_ahead)
             finally:
                 if taken is not None:
-                    _discard(job)
+                    discard(job)
 
     def _after_run(self, candidate: KernelCandidate, spec: Spec, result: CompileResult, feedback: list[Feedback],
                    sass: dict[str, SassCounts], job: RunJob, run: RunResult, tmp: Path, digest: str,
@@ -381,10 +344,10 @@ class GpuVerifier:
             if result is None or any(f.status in {"failed", "error"} for f in feedback):
                 continue
             digest = hashlib.sha256(result.cubin or b"").hexdigest()
-            if digest in seen or (digest, spec_key) in _AHEAD:
+            if digest in seen or (digest, spec_key) in AHEAD:
                 continue
             seen.add(digest)
-            jobs.append((digest, self._job(other, spec, result, _ahead_dir(), draw)))
+            jobs.append((digest, self._job(other, spec, result, AHEAD.folder(), draw)))
         return jobs
 
     def _sanitize(self, job: RunJob, tmp: Path, instances: list[str], not_needed: dict[str, str]) -> Feedback:

@@ -12,6 +12,7 @@ import pytest
 from sparseditto.knowledge_base.library import get_kernel
 from sparseditto.spec import parse_spec
 from sparseditto.tools import gpu_stages
+from sparseditto.tools.ahead import AheadResults
 from sparseditto.tools import verifier as verifier_module
 from sparseditto.tools.results import Feedback
 from sparseditto.tools.runner import BatchJob, RunResult
@@ -51,7 +52,7 @@ def children(monkeypatch):
 
     monkeypatch.setattr(verifier_module, "run_child", run_child)
     monkeypatch.setattr(verifier_module, "run_batch_child", run_batch_child)
-    monkeypatch.setattr(verifier_module, "_AHEAD", {})
+    monkeypatch.setattr(verifier_module, "AHEAD", AheadResults())
     monkeypatch.setattr(verifier_module, "_PROCESS_TOOLS", verifier_module.ProcessToolsRecord())
     return log
 
