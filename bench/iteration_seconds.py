@@ -1,5 +1,5 @@
 """Where each spec's device time went: per run folder, every iteration's wall seconds, its stage seconds (those a
-stage records) and why the sanitizer did or did not run. `python3 bench/iteration_seconds.py RUNS_DIR > out.json`"""
+stage records), the runner's host seconds, whether it was run ahead, and why the sanitizer did or did not run. `python3 bench/iteration_seconds.py RUNS_DIR > out.json`"""
 
 from __future__ import annotations
 
@@ -11,9 +11,12 @@ from pathlib import Path
 def iteration_row(it: dict) -> dict:
     feedback = {f["stage"]: f for f in it["report"]["feedback"]}
     sanitizer = feedback.get("sanitizer", {})
+    correctness = feedback.get("correctness", {}).get("evidence", {})
     return {"iteration": it["iteration"], "candidate": it["candidate"], "seconds": round(it["seconds"], 1),
             "stage_seconds": {s: round(f["evidence"]["seconds"], 1) for s, f in feedback.items()
                               if isinstance(f.get("evidence", {}).get("seconds"), (int, float))},
+            # the runner's host work made ahead in threads, and whether the result was run ahead beside another
+            "host_seconds": correctness.get("host_seconds"), "run_ahead": "run_ahead" in correctness,
             "sanitizer": f"{sanitizer.get('status')}: {sanitizer.get('message')}" if sanitizer else None}
 
 
