@@ -39,11 +39,12 @@ def variants(spec) -> list[tuple[str, dict[str, int]]]:
         # session 8's best (256 x 128), both tilings with the A tile shared by a cluster of two blocks (TMA
         # multicast, CLUSTER 2), then session 7's best (one tile of B signalled late) and deeper B pipelines
         # (bench/NOTES.md, session 8)
-        wgmma = ((256, 128, 64, 6, 2, 1), (256, 128, 64, 6, 2, 2), (128, 256, 64, 4, 1, 2), (128, 256, 64, 4, 1, 1),
-                 (128, 256, 64, 4, 2, 1), (128, 256, 64, 5, 3, 1), (256, 128, 64, 6, 4, 1))
-        for bm, bn, bk, stages, lag, cluster in wgmma[:int(os.environ.get("SP24_WGMMA", str(len(wgmma))))]:
-            out.append(("sp24_wgmma_sp",
-                        {"BM": bm, "BN": bn, "BK": bk, "STAGES": stages, "LAG": lag, "CLUSTER": cluster}))
+        wgmma = ((256, 128, 64, 6, 2, 1, 0), (256, 128, 64, 6, 2, 1, 1), (256, 128, 64, 6, 2, 2, 1),
+                 (256, 128, 64, 6, 2, 2, 0), (128, 256, 64, 4, 1, 2, 0), (128, 256, 64, 4, 1, 1, 0),
+                 (128, 256, 64, 4, 2, 1, 0), (128, 256, 64, 5, 3, 1, 0), (256, 128, 64, 6, 4, 1, 0))
+        for bm, bn, bk, stages, lag, cluster, inflight in wgmma[:int(os.environ.get("SP24_WGMMA", str(len(wgmma))))]:
+            out.append(("sp24_wgmma_sp", {"BM": bm, "BN": bn, "BK": bk, "STAGES": stages, "LAG": lag,
+                                          "CLUSTER": cluster, "INFLIGHT": inflight}))
         return out
     if spec.family == "csr_spmv":
         skewed = getattr(spec.pattern, "distribution", "") == "power_law"

@@ -377,96 +377,175 @@ class Mbarrier:
         return (self.phase & 1) != parity
 
 
-@pytest.mark.parametrize(("stages", "lag", "tiles"), [(2, 1, 7), (3, 1, 3), (3, 2, 9), (4, 2, 11), (5, 4, 2), (5, 4, 13)])
-def test_pipeline_never_reads_early_nor_overwrites_unreleased_stages(stages, lag, tiles):
+def consumer_program(tiles, inflight):
+    """The consumer loop of the kernel for INFLIGHT = 0 and 1, transcribed step by step: ("wait", t) the full barrier
+    of tile t (then its metadata words), ("issue", t, first) its group, ("retire", n) wgmma.wait_group n, ("release",
+    t) the empty-barrier arrivals for tile t's stage."""
+    ops = []
+    if inflight == 0:
+        for kt in range(tiles):
+            ops += [("wait", kt), ("issue", kt, kt == 0), ("retire", 0), ("release", kt)]
+        return ops
+    ops.append(("wait", 0))
+    for kt in range(0, tiles, 2):
+        ops += [("issue", kt, kt == 0), ("retire", 1)] + ([("release", kt - 1)] if kt > 0 else [])
+        if kt + 1 == tiles:
+            break
+        ops += [("wait", kt + 1), ("issue", kt + 1, False), ("retire", 1), ("release", kt)]
+        if kt + 2 < tiles:
+            ops.append(("wait", kt + 2))
+    return ops + [("retire", 0), ("release", tiles - 1)]
+
+
+class Consumer:
+    """One consumer running a program: the groups in flight, the stages they read, the tiles released in order."""
+
+    def __init__(self, program, stages):
+        self.ops, self.pc, self.stages = program, 0, stages
+        self.flight, self.issued, self.released = [], 0, 0
+        self.reading = [False] * stages  # a group in flight reads the stage
+
+    def blocked(self, full):
+        """Whether the next step waits for a full barrier that has not completed."""
+        op = self.ops[self.pc]
+        return op[0] == "wait" and not full[op[1] % self.stages].passed((op[1] // self.stages) & 1)
+
+    def step(self, held):
+        """The next step; returns the tile whose stage it releases, else None. `held(s)`: the tiles stage s holds."""
+        op = self.ops[self.pc]
+        self.pc += 1
+        if op[0] == "issue":
+            kt, s = op[1], op[1] % self.stages
+            assert kt == self.issued and op[2] == (kt == 0), f"tile {kt} issued out of order or with a wrong scale-d"
+            assert held(s) == kt, f"consumer reads {held(s)} for tile {kt}"
+            self.reading[s], self.issued = True, self.issued + 1
+            self.flight.append(kt)
+        elif op[0] == "retire":
+            while len(self.flight) > op[1]:
+                self.reading[self.flight.pop(0) % self.stages] = False
+        elif op[0] == "release":
+            assert op[1] == self.released, f"tile {op[1]} released out of order"
+            self.released += 1
+            return op[1]
+        return None
+
+    def done(self):
+        return self.pc == len(self.ops)
+
+
+PIPELINES = [(2, 1, 7, 0), (3, 1, 3, 0), (3, 2, 9, 0), (4, 2, 11, 0), (5, 4, 2, 0), (5, 4, 13, 0),
+             (3, 1, 7, 1), (3, 1, 8, 1), (4, 2, 1, 1), (4, 2, 9, 1), (6, 2, 13, 1), (6, 4, 12, 1), (5, 3, 2, 1)]
+
+
+@pytest.mark.parametrize(("stages", "lag", "tiles", "inflight"), PIPELINES)
+def test_pipeline_never_reads_early_nor_overwrites_unreleased_stages(stages, lag, tiles, inflight, program=None):
     """The kernel's parities and signalling points, under random interleavings of the producer and the consumers
     (one agent stands for each side): the producer signals tile t once it has issued tile t + lag (all at the end),
-    the consumer releases a stage once its group retired; every read sees its own tile, every refill follows the
-    release, none hangs."""
-    rng = np.random.default_rng(stages * 100 + lag * 10 + tiles)
+    the consumer runs the kernel's loop (with INFLIGHT = 1 it releases tile t - 1 only after issuing tile t and
+    waiting for all groups but that one: two tiles are read at once); every read sees its own tile, no stage is
+    refilled while a group in flight reads it, every tile is released once, none hangs."""
+    rng = np.random.default_rng(stages * 1000 + lag * 100 + tiles * 10 + inflight)
     for _ in range(200):
         full = [Mbarrier(1) for _ in range(stages)]
         empty = [Mbarrier(1) for _ in range(stages)]
         held = [None] * stages  # which tile a stage holds
-        reading = [False] * stages  # the consumer's wgmma may still read it (until the release)
-        prod, signalled, cons, in_flight = 0, 0, 0, False  # in_flight: the consumer's group on tile cons
-        while cons < tiles:
+        cons = Consumer(program or consumer_program(tiles, inflight), stages)
+        prod, signalled = 0, 0
+        while not cons.done():
             if prod == tiles:  # after the loop: wait_group 0, then the last tiles signalled in order
                 while signalled < tiles:
                     full[signalled % stages].arrive()
                     signalled += 1
             can_produce = prod < tiles and empty[prod % stages].passed(((prod // stages) & 1) ^ 1)
-            can_consume = in_flight or full[cons % stages].passed((cons // stages) & 1)
-            assert can_produce or can_consume, f"deadlock at producer {prod}, consumer {cons}"
+            can_consume = not cons.blocked(full)
+            assert can_produce or can_consume, f"deadlock at producer {prod}, consumer step {cons.ops[cons.pc]}"
             if can_produce and (not can_consume or rng.random() < 0.5):
                 s = prod % stages
-                assert not reading[s], f"tile {prod} overwrites stage {s} while tile {held[s]} is read"
+                assert not cons.reading[s], f"tile {prod} overwrites stage {s} while tile {held[s]} is read"
                 held[s] = prod
                 if prod >= lag:
                     full[(prod - lag) % stages].arrive()
                     signalled += 1
                 prod += 1
-            elif not in_flight:  # the group on tile cons is issued
-                s = cons % stages
-                assert held[s] == cons, f"consumer reads tile {held[s]} for tile {cons}"
-                reading[s], in_flight = True, True
-            else:  # wait_group 0: the group retired, the stage is released
-                s = cons % stages
-                reading[s], in_flight = False, False
-                empty[s].arrive()
-                cons += 1
+            elif (released := cons.step(held.__getitem__)) is not None:
+                empty[released % stages].arrive()
+        assert cons.issued == cons.released == tiles and not cons.flight
 
 
 def test_a_lag_of_stages_or_more_deadlocks():
-    """Why the header requires LAG < STAGES: the producer would wait for a stage whose tile it has not signalled."""
+    """Why the header requires LAG + INFLIGHT < STAGES, here with INFLIGHT = 0: the producer would wait for a stage
+    whose tile it has not signalled."""
     with pytest.raises(AssertionError, match="deadlock"):
-        test_pipeline_never_reads_early_nor_overwrites_unreleased_stages(3, 3, 9)
+        test_pipeline_never_reads_early_nor_overwrites_unreleased_stages(3, 3, 9, 0)
 
 
-def run_cluster_pipeline(rng, stages, lag, tiles, cluster=2, remote_release=True, empty_count=None, exit_barrier=True):
+def test_one_group_in_flight_needs_one_stage_more():
+    """Why the header requires LAG + INFLIGHT < STAGES: waiting for tile t the consumer still holds tile t - 1, so the
+    producer, which signals t only after issuing t + LAG, needs a stage more; the same depth suffices without it."""
+    test_pipeline_never_reads_early_nor_overwrites_unreleased_stages(3, 2, 9, 0)
+    with pytest.raises(AssertionError, match="deadlock"):
+        test_pipeline_never_reads_early_nor_overwrites_unreleased_stages(3, 2, 9, 1)
+
+
+def test_releasing_a_tile_before_its_group_retired_lets_the_producer_overwrite_it():
+    """The release of tile t - 1 must follow wait_group 1: moved before it, a stage is refilled while read."""
+    tiles, ops = 9, consumer_program(9, 1)
+    early = []
+    for op in ops:  # each ("retire", 1), ("release", t) pair swapped
+        if op[0] == "release" and early and early[-1] == ("retire", 1):
+            early.insert(len(early) - 1, op)
+        else:
+            early.append(op)
+    assert early != ops
+    with pytest.raises(AssertionError, match="overwrites"):
+        test_pipeline_never_reads_early_nor_overwrites_unreleased_stages(3, 1, tiles, 1, program=early)
+
+
+def run_cluster_pipeline(rng, stages, lag, tiles, cluster=2, remote_release=True, empty_count=None, exit_barrier=True,
+                         inflight=0):
     """One random schedule of the kernel's protocol with CLUSTER > 1: per block a producer (the 128 B copiers and the
-    TMA thread as one agent) and a consumer (its eight warps as one agent). Asynchronous events are in flight until
-    the schedule delivers them, in any order: each TMA share lands in every block (complete_tx on that block's
-    full barrier), each consumer release reaches the peers' empty barriers. Checks that no write lands in a stage
-    before that block's consumers released its previous tile nor while they read it, that every read sees its own
-    tile in all shares and in B, that nothing arrives or lands in a block that has exited, and that none hangs."""
+    TMA thread as one agent) and a consumer (its eight warps as one agent, running consumer_program for INFLIGHT).
+    Asynchronous events are in flight until the schedule delivers them, in any order: each TMA share lands in every
+    block (complete_tx on that block's full barrier), each consumer release reaches the peers' empty barriers. Checks
+    that no write lands in a stage before that block's consumers released its previous tile nor while they read it,
+    that every read sees its own tile in all shares and in B, that nothing arrives or lands in a block that has
+    exited, and that none hangs."""
     blocks = range(cluster)
     full = [[Mbarrier(2) for _ in range(stages)] for _ in blocks]  # FULL_ARRIVALS: B landed + the expect_tx
     empty = [[Mbarrier(empty_count or cluster) for _ in range(stages)] for _ in blocks]  # EMPTY_ARRIVALS
     held_a = [[[None] * cluster for _ in range(stages)] for _ in blocks]  # tile of each share of A in each stage
     held_b = [[None] * stages for _ in blocks]
-    reading = [[False] * stages for _ in blocks]
-    prod, signalled, cons = [0] * cluster, [0] * cluster, [0] * cluster
-    issued, done_p, done_c, exited = [False] * cluster, [False] * cluster, [False] * cluster, [False] * cluster
+    consumers = [Consumer(consumer_program(tiles, inflight), stages) for _ in blocks]
+    prod, signalled = [0] * cluster, [0] * cluster
+    done_p, done_c, exited = [False] * cluster, [False] * cluster, [False] * cluster
     in_flight = []  # ("copy", block, stage, share, tile) or ("arrive", block, stage, from block)
     arrived = 0  # threads (agents) at the cluster's exit barrier
 
     def may_write(b, s, kt, what):
         assert not exited[b], f"{what} of tile {kt} lands in block {b} after it exited"
-        assert not reading[b][s], f"{what} of tile {kt} overwrites stage {s} of block {b} while it is read"
-        assert kt < stages or cons[b] > kt - stages, \
+        assert not consumers[b].reading[s], f"{what} of tile {kt} overwrites stage {s} of block {b} while it is read"
+        assert kt < stages or consumers[b].released > kt - stages, \
             f"{what} of tile {kt} overwrites stage {s} of block {b} before tile {kt - stages} was released there"
 
     while not all(exited):
         actions = []
         for b in blocks:
-            s_p, s_c = prod[b] % stages, cons[b] % stages
+            s_p = prod[b] % stages
             if prod[b] < tiles and empty[b][s_p].passed(((prod[b] // stages) & 1) ^ 1):
                 actions.append(("produce", b))
             if prod[b] == tiles and not done_p[b]:
                 actions.append(("producer_end", b))
-            if cons[b] < tiles and not issued[b] and full[b][s_c].passed((cons[b] // stages) & 1):
-                actions.append(("issue", b))
-            if issued[b]:
-                actions.append(("retire", b))
+            if not consumers[b].done() and not consumers[b].blocked(full[b]):
+                actions.append(("consume", b))
             # the exit barrier's arrive (.release) follows the consumer's remote arrivals: they have been performed
-            if cons[b] == tiles and not done_c[b] and not [e for e in in_flight if e[0] == "arrive" and e[3] == b]:
+            if consumers[b].done() and not done_c[b] and not [e for e in in_flight if e[0] == "arrive" and e[3] == b]:
                 actions.append(("consumer_end", b))
             ready = arrived == 2 * cluster if exit_barrier else done_p[b] and done_c[b]
             if ready and not exited[b]:
                 actions.append(("exit", b))
         actions += [("deliver", i) for i in range(len(in_flight))]
-        assert actions, f"deadlock: producers at {prod}, consumers at {cons}, {arrived} at the exit barrier"
+        assert actions, (f"deadlock: producers at {prod}, consumers at {[c.ops[c.pc:c.pc + 1] for c in consumers]}, "
+                         f"{arrived} at the exit barrier")
         kind, b = actions[rng.integers(len(actions))]  # b: the block, or for "deliver" the event's index
         if kind == "produce":  # after the empty wait: expect_tx, the TMA shares, this block's B copies
             kt = prod[b]
@@ -484,18 +563,15 @@ def run_cluster_pipeline(rng, stages, lag, tiles, cluster=2, remote_release=True
                 full[b][signalled[b] % stages].arrive()
                 signalled[b] += 1
             done_p[b], arrived = True, arrived + 1
-        elif kind == "issue":
-            kt, s = cons[b], cons[b] % stages
-            assert held_a[b][s] == [kt] * cluster and held_b[b][s] == kt, \
-                f"block {b} reads A shares of tiles {held_a[b][s]} and B of tile {held_b[b][s]} for tile {kt}"
-            reading[b][s], issued[b] = True, True
-        elif kind == "retire":  # wait_group 0, then each warp's release: its own block's barrier and the peers'
-            s = cons[b] % stages
-            reading[b][s], issued[b] = False, False
-            cons[b] += 1
-            empty[b][s].arrive()
-            if remote_release:
-                in_flight += [("arrive", d, s, b) for d in blocks if d != b]
+        elif kind == "consume":  # a read sees every A share and B of its tile; a release arrives here and at the peers
+            def held(s, b=b):  # the tile in stage s, or what each share and B hold when they differ
+                return held_b[b][s] if held_a[b][s] == [held_b[b][s]] * cluster else (held_a[b][s], held_b[b][s])
+
+            if (kt := consumers[b].step(held)) is not None:
+                s = kt % stages
+                empty[b][s].arrive()
+                if remote_release:
+                    in_flight += [("arrive", d, s, b) for d in blocks if d != b]
         elif kind == "consumer_end":
             done_c[b], arrived = True, arrived + 1
         elif kind == "exit":
@@ -514,12 +590,20 @@ def run_cluster_pipeline(rng, stages, lag, tiles, cluster=2, remote_release=True
                 empty[d][s].arrive()
 
 
-@pytest.mark.parametrize(("stages", "lag", "tiles"),
-                         [(2, 1, 7), (3, 1, 3), (3, 2, 9), (4, 2, 11), (6, 2, 13), (5, 4, 2)])
-def test_cluster_pipeline_never_overwrites_a_stage_before_both_blocks_released_it(stages, lag, tiles):
-    rng = np.random.default_rng(stages * 100 + lag * 10 + tiles)
+@pytest.mark.parametrize(("stages", "lag", "tiles", "inflight"),
+                         [(2, 1, 7, 0), (3, 1, 3, 0), (3, 2, 9, 0), (4, 2, 11, 0), (6, 2, 13, 0), (5, 4, 2, 0),
+                          (3, 1, 7, 1), (4, 2, 10, 1), (6, 2, 13, 1), (6, 4, 1, 1)])
+def test_cluster_pipeline_never_overwrites_a_stage_before_both_blocks_released_it(stages, lag, tiles, inflight):
+    rng = np.random.default_rng(stages * 1000 + lag * 100 + tiles * 10 + inflight)
     for _ in range(300):
-        run_cluster_pipeline(rng, stages, lag, tiles)
+        run_cluster_pipeline(rng, stages, lag, tiles, inflight=inflight)
+
+
+def test_one_group_in_flight_in_a_cluster_needs_one_stage_more():
+    rng = np.random.default_rng(5)
+    with pytest.raises(AssertionError, match="deadlock"):
+        for _ in range(300):
+            run_cluster_pipeline(rng, 3, 2, 9, inflight=1)
 
 
 def test_a_release_sent_to_its_own_block_only_deadlocks_or_overwrites():
@@ -545,10 +629,14 @@ def test_a_block_leaving_without_the_cluster_barrier_can_still_be_written():
 # ---- the real kernel through the compile-only verifier, and the planner's start ---------------------------------
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
-@pytest.mark.parametrize("params", [WGMMA_START, {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1},
-                                    {"BM": 128, "BN": 64, "BK": 64, "STAGES": 6, "LAG": 4, "CLUSTER": 1},
-                                    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2}],
-                         ids=["start", "tall", "narrow", "cluster"])
+@pytest.mark.parametrize("params", [
+    WGMMA_START, {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0},
+    {"BM": 128, "BN": 64, "BK": 64, "STAGES": 6, "LAG": 4, "CLUSTER": 1, "INFLIGHT": 0},
+    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2, "INFLIGHT": 0},
+    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 1, "INFLIGHT": 1},
+    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2, "INFLIGHT": 1},
+    {"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 1}],
+    ids=["start", "tall", "narrow", "cluster", "inflight", "inflight-cluster", "inflight-wide"])
 def test_kernel_passes_the_compile_only_verifier(dtype, params):
     spec = parse_spec({"operation": "spmm", "pattern": {"kind": "n_m"}, "M": 4096, "K": 4096, "N": 4096, "dtype": dtype,
                        "arch": "sm_90a", "epilogue": {"bias": True, "activation": "gelu_tanh", "alpha": True}})

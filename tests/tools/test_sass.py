@@ -88,14 +88,56 @@ def test_the_accumulators_and_a_register_written_after_the_wait_are_no_race():
     assert [(h.instruction, h.registers) for h in wgmma_register_hazards(listing)] == [("LDS.64 R154, [R8]", [154, 155])]
 
 
-@pytest.mark.skipif(find_disassembler() is None, reason="nvdisasm not installed")
-def test_the_shipped_hopper_2to4_kernel_retires_each_group_before_loading_the_next_metadata():
+def _hopper_2to4_listing(params, dtype="fp16", patch=None):
+    """The machine code of sp24_wgmma_sp (its source changed by `patch` first, when given)."""
     from sparseditto.tools.sass import disassemble
 
-    for params in ({"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 3, "CLUSTER": 1},
-                   {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1},
-                   {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2}):
-        candidate = get_kernel("sp24_wgmma_sp").instantiate(params)
-        result = compile_source(candidate.source, "sm_90a", candidate.defines(dtype_info("fp16").code))
-        assert result.ok, result.log[-2000:]
-        assert wgmma_register_hazards(disassemble(result.cubin)) == []
+    candidate = get_kernel("sp24_wgmma_sp").instantiate(params)
+    source = candidate.source if patch is None else patch(candidate.source)
+    result = compile_source(source, "sm_90a", candidate.defines(dtype_info(dtype).code))
+    assert result.ok, result.log[-2000:]
+    assert "serialized" not in result.log, result.log  # ptxas notes C7510 .. C7520: wgmma issued one by one
+    return disassemble(result.cubin)
+
+
+@pytest.mark.skipif(find_disassembler() is None, reason="nvdisasm not installed")
+def test_the_shipped_hopper_2to4_kernel_retires_each_group_before_loading_the_next_metadata():
+    for params in ({"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 3, "CLUSTER": 1, "INFLIGHT": 0},
+                   {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0},
+                   {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2, "INFLIGHT": 0}):
+        assert wgmma_register_hazards(_hopper_2to4_listing(params)) == []
+
+
+INFLIGHT_PARAMS = [{"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 1, "INFLIGHT": 1},
+                   {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2, "INFLIGHT": 1},
+                   {"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 1}]
+
+
+@pytest.mark.skipif(find_disassembler() is None, reason="nvdisasm not installed")
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("params", INFLIGHT_PARAMS, ids=["256x128", "256x128-cluster", "128x256"])
+def test_one_group_in_flight_across_tiles_keeps_its_metadata_words_apart(params, dtype):
+    """INFLIGHT = 1: the two arrays of words (even and odd tiles) in distinct registers, and the group still in flight
+    when the next tile's group is issued (a wait for all groups but one in the loop)."""
+    listing = _hopper_2to4_listing(params, dtype)
+    assert wgmma_register_hazards(listing) == []
+    assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in listing
+
+
+def _one_array_in_flight(source: str) -> str:
+    """The loop of INFLIGHT = 0 (one array of words, loaded at the top of each tile) leaving one group in flight:
+    the version that measured wrong on the H200."""
+    wait = 'asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");\n        sp24w_pin(acc);\n        sp24w_release('
+    end = "#else\n    // One group in flight"
+    assert source.count(wait) == 1 and source.count(end) == 1
+    source = source.replace(wait, wait.replace("aligned 0", "aligned 1"))
+    return source.replace(end, 'asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");\n' + end)
+
+
+@pytest.mark.skipif(find_disassembler() is None, reason="nvdisasm not installed")
+def test_one_array_of_words_with_a_group_in_flight_is_flagged():
+    """The checker fails this kernel's code when it is wrong: ptxas gives the next tile's words the registers the
+    group in flight reads, across the back edge, and says nothing."""
+    params = {**INFLIGHT_PARAMS[0], "INFLIGHT": 0}
+    hazards = wgmma_register_hazards(_hopper_2to4_listing(params, patch=_one_array_in_flight))
+    assert {h.instruction.split()[0] for h in hazards} >= {"LDS"} and len({r for h in hazards for r in h.registers}) == 4

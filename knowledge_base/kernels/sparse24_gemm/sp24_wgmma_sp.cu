@@ -19,14 +19,15 @@ summary: >
   of 8 does not have. Edges: TMA zero-fills rows past M and columns past K, cp.async zero-fills B past K and N,
   and zero metadata words (only ever zero-fill: a stored word has no zero code) become a valid code. The
   epilogue applies alpha, the row bias (has_bias) and ReLU/GELU (act) in fp32 and stores 16-bit C straight from
-  the accumulators. fp8 is not offered: 8-bit wgmma needs B K-major in shared memory, and B is N-major. Each tile's
-  group retires before the next tile's metadata words are loaded (see the consumer loop). H200, 4096^3 fp16: 241 us,
-  570 dense-equivalent TFLOP/s at 256 x 128 x 64 with 6 stages; 128 x 256 x 64 320 us whatever LAG (bounded by the B
-  bytes each product needs, not by latency; evals/results/issue15_h200.md). CLUSTER = 2 pairs the blocks of two
-  neighbouring column tiles (same rows) in a thread-block cluster along grid x that share the A tile: each block's TMA
-  thread loads half of the A and metadata rows of a stage and multicasts them to both blocks, so L2 serves each A byte
-  once per cluster; a stage is refilled only once the consumers of both blocks released it (each consumer warp
-  arrives on its own block's empty barrier and on its peer's).
+  the accumulators. fp8 is not offered: 8-bit wgmma needs B K-major in shared memory, and B is N-major. With
+  INFLIGHT = 0 each tile's group retires before the next tile's metadata words are loaded; with INFLIGHT = 1 one group
+  stays in flight while the next is issued, its words in a second array (see the consumer loop). H200, 4096^3 fp16:
+  241 us (INFLIGHT 0), 570 dense-equivalent TFLOP/s at 256 x 128 x 64 with 6 stages; 128 x 256 x 64 320 us
+  whatever LAG (bounded by the B bytes each product needs, not by latency; evals/results/issue15_h200.md).
+  CLUSTER = 2 pairs the blocks of two neighbouring column tiles (same rows) in a thread-block cluster along grid x
+  that share the A tile: each block's TMA thread loads half of the A and metadata rows of a stage and multicasts them
+  to both blocks, so L2 serves each A byte once per cluster; a stage is refilled only once the consumers of both
+  blocks released it (each consumer warp arrives on its own block's empty barrier and on its peer's).
 preparation: epilogue_operands
 parameters:
   BM: [128, 256]
@@ -35,9 +36,15 @@ parameters:
   STAGES: [3, 4, 5, 6]
   LAG: [1, 2, 3, 4]  # tiles of B copies in flight behind the newest before its oldest is signalled
   CLUSTER: [1, 2]  # blocks along grid x (same rows of C) that share each A tile by TMA multicast
+  INFLIGHT: [0, 1]  # wgmma groups a consumer leaves in flight when it moves to the next tile
 constraints:  # over the parameters and the problem symbols; a choice breaking one is never tried
   - "value_bytes == 2"
-  - "LAG < STAGES"  # the producer signals a tile LAG tiles late: with LAG >= STAGES it would wait on itself
+  # the producer signals tile t once it issued t + LAG, while the consumer waiting for t still holds its INFLIGHT
+  # older tiles' stages: with fewer stages both wait on each other
+  - "LAG + INFLIGHT < STAGES"
+  # accumulators and metadata words per consumer thread (both arrays with INFLIGHT 1): at 144 (256 x 128 x 128,
+  # INFLIGHT 1) ptxas spills and serialises the wgmma (note C7512)
+  - "(BM // 128) * (BN // 2 + (1 + INFLIGHT) * BK // 32) <= 136"
   - "(BM // 128) * BN <= 256"
   - "BM % (64 * CLUSTER) == 0"  # each block's share of an A box: whole 64-row slabs, 1024-byte aligned (swizzle)
   - "CLUSTER == 1 or N > BN"  # the second block of a cluster must have columns of C to compute
@@ -211,6 +218,51 @@ __device__ __forceinline__ void sp24w_pin(float (&d)[SLABS][ACC]) {
         for (int i = 0; i < ACC; ++i) asm volatile("" : "+f"(d[l][i]) :: "memory");
 }
 
+// The tile's metadata words this thread supplies, e[l][k] for slab l and step k (selector 0: lanes 0 and 1 of each
+// quad, the stored word (16-row block, 2k + lane % 2, lane / 4)).
+__device__ __forceinline__ void sp24w_load_meta(unsigned (&e)[SLABS][BK / 32], const unsigned char* stage, int c, int w,
+                                                int lane) {
+    const unsigned* meta = reinterpret_cast<const unsigned*>(stage + B_STAGE_BYTES + A_STAGE_BYTES);
+#pragma unroll
+    for (int l = 0; l < SLABS; ++l)
+#pragma unroll
+        for (int k = 0; k < BK / 32; ++k) {
+            const unsigned word = meta[(4 * (c * SLABS + l) + w) * (BK / 2) + (2 * k + (lane & 1)) * 8 + lane / 4];
+            e[l][k] = word ? word : 0x44444444u;  // zero only where TMA filled past M or K: positions 0 and 1
+        }
+}
+
+// One tile's products of consumer warpgroup c as one committed wgmma group (`first`: the first tile, which
+// overwrites the accumulators).
+__device__ __forceinline__ void sp24w_issue(float (&acc)[SLABS][ACC], const unsigned (&e)[SLABS][BK / 32],
+                                            const unsigned char* stage, int c, bool first) {
+    const unsigned a_base = sp24w_smem(stage + B_STAGE_BYTES), b_base = sp24w_smem(stage);
+    sp24w_pin(acc);
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+    for (int k = 0; k < BK / 32; ++k) {
+        const unsigned long long b_desc = sp24w_desc(b_base + 4096 * k, BK * 128, 1024, 1);
+#pragma unroll
+        for (int l = 0; l < SLABS; ++l) {
+            const unsigned a_addr = a_base + (k / 2) * (BM * 64) + (c * SLABS + l) * 64 * 64 + 32 * (k % 2);
+            sp24w_mma(acc[l], sp24w_desc(a_addr, 16, 512, 2), b_desc, e[l][k], !first || k > 0);
+        }
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+
+// The consumer warp's release of a stage no group in flight reads: its block's empty barrier and, with CLUSTER > 1,
+// its peers' (their TMA threads write this block's stage too).
+__device__ __forceinline__ void sp24w_release(unsigned empty, int rank, int lane) {
+    if (lane == 0) {
+        asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(empty) : "memory");
+#if CLUSTER > 1
+#pragma unroll
+        for (int r = 1; r < CLUSTER; ++r) sp24w_arrive_remote(empty, (rank + r) % CLUSTER);
+#endif
+    }
+}
+
 // B rows k0 .. k0+BK-1, columns n0 .. n0+BN-1 into the stage's swizzled B blocks (zeros past K and N), as one
 // cp.async group of this thread; the producer loop signals the stage once the group has landed.
 __device__ __forceinline__ void sp24w_load_b(unsigned char* bt, const sp24_in_t* __restrict__ B, int k0, int n0, int N,
@@ -310,47 +362,54 @@ sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_cons
     float acc[SLABS][ACC];  // never zeroed: the first product overwrites it (scale-d 0), so that no other
                             // instruction writes the accumulators, which would make ptxas serialise the wgmma
 
+#if INFLIGHT == 0
     for (int kt = 0; kt < tiles; ++kt) {
         const int s = kt % STAGES;
         sp24w_wait(bars + 8 * s, (kt / STAGES) & 1);
         const unsigned char* stage = smem + s * STAGE_BYTES;
-        const unsigned* meta = reinterpret_cast<const unsigned*>(stage + B_STAGE_BYTES + A_STAGE_BYTES);
         unsigned e[SLABS][BK / 32];
-#pragma unroll
-        for (int l = 0; l < SLABS; ++l)
-#pragma unroll
-            for (int k = 0; k < BK / 32; ++k) {
-                const unsigned word = meta[(4 * (c * SLABS + l) + w) * (BK / 2) + (2 * k + (lane & 1)) * 8 + lane / 4];
-                e[l][k] = word ? word : 0x44444444u;  // zero only where TMA filled past M or K: positions 0 and 1
-            }
-        const unsigned a_base = sp24w_smem(stage + B_STAGE_BYTES), b_base = sp24w_smem(stage);
-        sp24w_pin(acc);
-        asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-#pragma unroll
-        for (int k = 0; k < BK / 32; ++k) {
-            const unsigned long long b_desc = sp24w_desc(b_base + 4096 * k, BK * 128, 1024, 1);
-#pragma unroll
-            for (int l = 0; l < SLABS; ++l) {
-                const unsigned a_addr = a_base + (k / 2) * (BM * 64) + (c * SLABS + l) * 64 * 64 + 32 * (k % 2);
-                sp24w_mma(acc[l], sp24w_desc(a_addr, 16, 512, 2), b_desc, e[l][k], kt > 0 || k > 0);
-            }
-        }
-        asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+        sp24w_load_meta(e, stage, c, w, lane);
+        sp24w_issue(acc, e, stage, c, kt == 0);
         // The metadata words are wgmma input registers: none may be written while a group that reads them is in
-        // flight, so the next tile's words wait for this tile's group. (Keeping one group in flight measured wrong
-        // on the H200 in up to 28% of the elements: ptxas reused the registers across the loop's back edge.) The
-        // other consumer warpgroup keeps the tensor cores busy meanwhile.
+        // flight, so the next tile's words wait for this tile's group. (Keeping one group in flight with one array of
+        // words measured wrong on the H200 in up to 28% of the elements: ptxas reused the registers across the
+        // loop's back edge; INFLIGHT = 1 below keeps two arrays.) The other consumer warpgroup keeps the tensor
+        // cores busy meanwhile.
         asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
         sp24w_pin(acc);
-        if (lane == 0) {
-            asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(bars + 8 * (STAGES + s)) : "memory");
-#if CLUSTER > 1
-            // the peers' TMA threads write this block's stage s too: they wait for this release as well
-#pragma unroll
-            for (int r = 1; r < CLUSTER; ++r) sp24w_arrive_remote(bars + 8 * (STAGES + s), (rank + r) % CLUSTER);
-#endif
+        sp24w_release(bars + 8 * (STAGES + s), rank, lane);
+    }
+#else
+    // One group in flight across tiles: tile t's group is issued, then wait_group 1 retires tile t-1's, whose stage
+    // is released; only then are tile t+1's words loaded, into the array tile t-1 read. Even tiles read e0, odd
+    // tiles e1 (the loop is unrolled by two), so the words of the group in flight are never written: distinct PTX
+    // registers, and ptxas keeps them apart (tests/tools/test_sass.py checks the machine code).
+    unsigned e0[SLABS][BK / 32], e1[SLABS][BK / 32];
+    sp24w_wait(bars, 0);  // tiles >= 1: K is at least K_ALIGN
+    sp24w_load_meta(e0, smem, c, w, lane);
+    for (int kt = 0; kt < tiles; kt += 2) {
+        sp24w_issue(acc, e0, smem + (kt % STAGES) * STAGE_BYTES, c, kt == 0);  // tile kt
+        asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // tile kt - 1 retired
+        sp24w_pin(acc);
+        if (kt > 0) sp24w_release(bars + 8 * (STAGES + (kt - 1) % STAGES), rank, lane);
+        if (kt + 1 == tiles) break;  // an odd number of tiles: kt was the last
+        const int s1 = (kt + 1) % STAGES;
+        sp24w_wait(bars + 8 * s1, ((kt + 1) / STAGES) & 1);
+        sp24w_load_meta(e1, smem + s1 * STAGE_BYTES, c, w, lane);
+        sp24w_issue(acc, e1, smem + s1 * STAGE_BYTES, c, false);  // tile kt + 1
+        asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // tile kt retired
+        sp24w_pin(acc);
+        sp24w_release(bars + 8 * (STAGES + kt % STAGES), rank, lane);
+        if (kt + 2 < tiles) {
+            const int s2 = (kt + 2) % STAGES;
+            sp24w_wait(bars + 8 * s2, ((kt + 2) / STAGES) & 1);
+            sp24w_load_meta(e0, smem + s2 * STAGE_BYTES, c, w, lane);
         }
     }
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");  // the last tile retired
+    sp24w_pin(acc);
+    sp24w_release(bars + 8 * (STAGES + (tiles - 1) % STAGES), rank, lane);
+#endif
 #if CLUSTER > 1
     // The exit barrier: its arrive (a release) follows this warp's remote arrivals, and every multicast into this
     // block has landed (each tile's full barrier counted it); no block leaves before all threads of the cluster

@@ -35,7 +35,8 @@ SKINNY_N = 64  # at most this many columns of B the product streams A once and i
 # at compile time and mma.sp follows
 HOPPER = (None, "sm_90", "sm_90a")
 WGMMA_MIN_MN = 256  # smaller M or N leave most SMs without a 128 x 256 tile: mma.sp's smaller tiles fit them
-WGMMA_START = {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 1}  # CLUSTER 2 not yet measured
+WGMMA_START = {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 1,
+               "INFLIGHT": 0}  # CLUSTER 2 and INFLIGHT 1 not yet measured
 ACTIVATIONS = {"none": 0, "relu": 1, "gelu_tanh": 2}
 # largest ||C - ref|| / ||ref|| by output type, for GELU epilogues (judged norm-wise): one rounding to C's type
 # dominates fp32 sums of K/2 exact products
