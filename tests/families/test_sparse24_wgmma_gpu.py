@@ -1,0 +1,38 @@
+"""sp24_wgmma_sp's cluster and in-flight variants on the GPU, where the reference-kernel test does not take them (its
+example spec has N = 64, one column tile: no cluster). N = 400 makes four column tiles of 128 in two clusters (two of
+256 in one), the last tile partly past N; M = 528 leaves a tail of 16 rows in a 256-row tile; K = 1088 is an odd
+number of 64-column tiles (the in-flight loop's last, unpaired tile); the epilogue has a bias, ReLU and alpha. The CPU tests model the protocol and
+check the machine code for register races; this checks the instructions, the multicast, the remote arrivals, the
+cluster barriers and the sanitizer's verdict. Every variant runs in one runner process (run ahead), each judged
+alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparseditto.knowledge_base.library import get_kernel
+from sparseditto.spec import parse_spec
+from sparseditto.tools.verifier import GpuVerifier
+
+VARIANTS = [{"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": cluster, "INFLIGHT": inflight}
+            for cluster, inflight in ((2, 0), (1, 1), (2, 1))] + [
+           {"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 1, "CLUSTER": 2, "INFLIGHT": 1}]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_cluster_and_in_flight_variants_are_correct_and_clean(dtype):
+    from sparseditto.tools.device import detect
+
+    arch = (detect().gpu or {}).get("arch", "sm_90a")
+    spec = parse_spec({"operation": "spmm", "pattern": {"kind": "n_m"}, "M": 528, "K": 1088, "N": 400, "dtype": dtype,
+                       "arch": "sm_90a", "epilogue": {"bias": True, "activation": "relu", "alpha": True}})
+    kernel = get_kernel("sp24_wgmma_sp")
+    candidates = [kernel.instantiate(p) for p in VARIANTS]
+    verifier = GpuVerifier(arch=arch, trials=3, timeout_s=120, runs=5, sanitize=True, profile=False)
+    for i, candidate in enumerate(candidates):
+        report = verifier.verify(candidate, spec, ahead=candidates[1:] if i == 0 else ())
+        feedback = [(f.stage, f.status, f.message) for f in report.feedback]
+        assert report.correct and report.measurement is not None, (candidate.label(), feedback)
+        sanitizer = report.stage("sanitizer")
+        assert sanitizer is not None and sanitizer.status in {"passed", "not_executed"}, (candidate.label(), feedback)
