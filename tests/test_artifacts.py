@@ -99,3 +99,64 @@ def test_launch_py_matches_the_harness(kernel, dtype, tmp_path):
         assert not missing, f"{entry}: launch.py cannot bind {missing}"
     for name, (kind, size) in launch["WORKSPACE"].items():
         assert size(s) == candidate.workspace_sizes(symbols)[name]
+
+
+SP24_DRIVER_CASES = [pytest.param(k, d, id=f"{k.name}-{d}") for k in reference_kernels() for d in k.dtypes
+                     if k.family == "sparse24_gemm" and k.tensor_maps]
+
+
+@pytest.mark.parametrize(("kernel", "dtype"), SP24_DRIVER_CASES)
+def test_launch_py_of_a_tma_kernel_goes_through_the_harness_launch(kernel, dtype, tmp_path, monkeypatch):
+    """A kernel taking TMA tensor maps (or clusters) cannot be launched by CuPy: launch.py hands the harness's own
+    launch (sparseditto.tools.kernel_launch.launch_candidate) the same candidate, arrays, symbols and value types.
+    The launch plan it will check is made here from what launch.py passes: every argument binds, the maps plan."""
+    from sparseditto.tools import kernel_launch
+    from sparseditto.tools.launch_check import DeviceLimits, plan_launch
+    from sparseditto.tools.tensormap import ArrayInfo
+
+    spec = parse_spec({**get_family(kernel.family).example_spec, "dtype": dtype, "arch": "sm_90a", "N": 256,
+                       "epilogue": {"bias": True, "alpha": True}})
+    candidate = kernel.instantiate(starting_params(kernel, dtype))
+    launch = load_launcher(tmp_path, candidate, spec)
+    assert "CANDIDATE" in launch and "driver path" in launch["__doc__"] + str(launch.get("USAGE", ""))
+    calls = []
+    monkeypatch.setattr(kernel_launch, "launch_candidate", lambda *args: calls.append(args))
+    problem = get_family(kernel.family).make_problem(spec, seed=3)
+    cp = launch["cp"]
+    cp.cuda = type("cuda", (), {"Device": lambda: type("D", (), {"attributes": {"MultiProcessorCount": NUM_SMS}})()})
+    launch["_module"] = object()
+    inputs = problem.inputs
+    launch["run"](inputs["A_values"], inputs["A_meta"], inputs["B"], inputs.get("bias", np.zeros(spec.M, np.float16)),
+                  alpha=0.5)
+    (cand, _, arrays, symbols, scalars, value_dtype, value_types), = calls
+    assert cand == candidate and value_dtype == dtype
+    infos = {n: ArrayInfo(tuple(a.shape), value_types.get(n, a.dtype.name), a.dtype.itemsize) for n, a in arrays.items()}
+    plan = plan_launch(cand, {**symbols, "num_sms": NUM_SMS, "value_bytes": inputs["B"].dtype.itemsize}, scalars,
+                       infos, value_dtype, DeviceLimits.for_arch("sm_90"))
+    assert set(plan.tensor_maps) == set(candidate.tensor_maps)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+def test_on_the_gpu_launch_py_runs_the_hopper_kernel_on_the_users_arrays(dtype, tmp_path):
+    """The exported launch.py of the TMA and cluster kernel computes the product on arrays the user made."""
+    import cupy
+
+    from sparseditto.knowledge_base.library import get_kernel
+    from sparseditto.tools.dtypes import to_float64
+
+    spec = parse_spec({"operation": "spmm", "pattern": {"kind": "n_m"}, "M": 528, "K": 1088, "N": 400, "dtype": dtype,
+                       "arch": "sm_90a", "epilogue": {"bias": True, "activation": "relu", "alpha": True}})
+    family = get_family(spec.family)
+    params = {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2, "INFLIGHT": 0}
+    candidate = get_kernel("sp24_wgmma_sp").instantiate(params)
+    (tmp_path / "kernel.cu").write_text(kernel_source(candidate, dtype))
+    (tmp_path / "launch.py").write_text(family.launcher(candidate, spec, "sm_90a"))
+    namespace = {"__file__": str(tmp_path / "launch.py"), "__name__": "launch"}
+    exec(compile((tmp_path / "launch.py").read_text(), "launch.py", "exec"), namespace)
+    problem = family.make_problem(spec, seed=4)
+    inputs = {name: cupy.asarray(a) for name, a in problem.inputs.items()}
+    C = namespace["run"](inputs["A_values"], inputs["A_meta"], inputs["B"], inputs["bias"], alpha=problem.scalars["alpha"])
+    out = to_float64(C.get(), next(iter(problem.outputs.values())).dtype)
+    ref = family.reference(problem)[next(iter(problem.outputs))]
+    assert np.linalg.norm(out - ref) <= 1e-2 * np.linalg.norm(ref)

@@ -4,7 +4,9 @@
 128 bytes of an encoded tensor map, passed by value) and the array of pointers to them that the driver
 reads; building it needs no GPU. `DriverLaunch` launches a function loaded by CuPy (its CUfunction
 handle) with the launch configuration built once: grid, block, dynamic shared memory and, for clusters,
-the cluster-dimension attribute.
+the cluster-dimension attribute. `bind_launches` makes them for a checked launch plan (the runner's path), and
+`launch_candidate` runs a candidate's sequence on the user's own CuPy arrays (the path of an exported launch.py
+whose kernels take tensor maps or run in clusters).
 """
 
 from __future__ import annotations
@@ -13,9 +15,12 @@ import ctypes
 from collections.abc import Mapping
 from typing import Any
 
-from sparseditto.tools.contract import Geometry
-from sparseditto.tools.launch_check import KernelArg
-from sparseditto.tools.tensormap import TENSOR_MAP_BYTES
+from sparseditto.tools.contract import Geometry, KernelCandidate, runner_symbols
+from sparseditto.tools.dtypes import DTYPES
+from sparseditto.tools.launch_check import DeviceLimits, KernelArg, LaunchPlan, plan_launch
+from sparseditto.tools.tensormap import TENSOR_MAP_BYTES, ArrayInfo, encode
+
+DEFAULT_DYNAMIC_SHARED = 48 * 1024  # above this a function's dynamic shared-memory limit must be raised
 
 
 class _TensorMapValue(ctypes.Structure):
@@ -78,3 +83,37 @@ class DriverLaunch:
         (err,) = self._drv.cuLaunchKernelEx(self.config, self.function, self.params.address, 0)
         if err != self._drv.CUresult.CUDA_SUCCESS:
             raise RuntimeError(f"{self.geometry.entry}: cuLaunchKernelEx failed ({err.name})")
+
+
+def bind_launches(module: Any, plan: LaunchPlan, pointers: Mapping[str, int]) -> list[DriverLaunch]:
+    """The plan's launches bound to the module's functions and the arrays at `pointers` (workspaces included), its
+    tensor maps encoded over them; raises TensorMapError for a map the driver refuses."""
+    maps = {name: encode(p, pointers[p.array]) for name, p in plan.tensor_maps.items()}
+    launches = []
+    for geo, args in zip(plan.geometries, plan.args, strict=True):
+        fn = module.get_function(geo.entry)
+        if geo.shared_bytes > DEFAULT_DYNAMIC_SHARED:
+            fn.max_dynamic_shared_size_bytes = geo.shared_bytes
+        launches.append(DriverLaunch(fn, geo, KernelParams(args, pointers, maps)))
+    return launches
+
+
+def launch_candidate(candidate: KernelCandidate, module: Any, arrays: Mapping[str, Any], symbols: Mapping[str, int],
+                     scalars: Mapping[str, float], value_dtype: str, array_dtypes: Mapping[str, str]) -> None:
+    """One call of the candidate's launch sequence on the current CuPy stream, checked and launched as the harness
+    launches it (workspaces allocated, tensor maps encoded, clusters set). `arrays`: CuPy arrays by argument name;
+    `array_dtypes`: the value type of those whose storage type does not say it (fp16, bf16 ...)."""
+    import cupy as cp
+
+    device = cp.cuda.Device()
+    limits = DeviceLimits.for_arch(f"sm_{device.compute_capability}")
+    infos = {name: ArrayInfo(tuple(a.shape), array_dtypes.get(name, a.dtype.name), a.dtype.itemsize)
+             for name, a in arrays.items()}
+    plan = plan_launch(candidate, {**symbols, **runner_symbols(value_dtype, device.attributes["MultiProcessorCount"])},
+                       scalars, infos, value_dtype, limits)
+    workspaces = {name: cp.empty(size, dtype=DTYPES[plan.workspace_dtypes[name]].storage)
+                  for name, size in plan.workspace_sizes.items()}
+    pointers = {name: a.data.ptr for name, a in {**arrays, **workspaces}.items()}
+    stream = cp.cuda.get_current_stream().ptr
+    for launch in bind_launches(module, plan, pointers):
+        launch(stream)

@@ -38,16 +38,15 @@ from sparseditto.tools.contract import KernelCandidate, runner_symbols
 from sparseditto.tools.correctness import CheckedOutput, classify_failure, rel_error
 from sparseditto.tools.dtypes import DTYPES, poison_bits, to_float64
 from sparseditto.tools.families import Problem, ProblemFamily, get_family
-from sparseditto.tools.kernel_launch import DriverLaunch, KernelParams
+from sparseditto.tools.kernel_launch import bind_launches
 from sparseditto.tools.launch_check import DeviceLimits, LaunchRejected, max_shared_bytes_per_block, plan_launch
 from sparseditto.tools.peaks import peak_flops
 from sparseditto.tools.results import BaselineTiming, Feedback, Measurement, Trial, fastest_per_library
 from sparseditto.tools.run_checks import RunChecker
-from sparseditto.tools.tensormap import ArrayInfo, TensorMapError, encode
+from sparseditto.tools.tensormap import ArrayInfo, TensorMapError
 from sparseditto.tools.timing import L2Flusher, device_copy_bandwidth, time_call
 from sparseditto.tools.values import numerics
 
-DEFAULT_DYNAMIC_SHARED = 48 * 1024  # above this a function's dynamic shared-memory limit must be raised
 VALUE_SETS = 3  # value sets the timed runs cycle through, changed in place (fewer when memory is short)
 SANITIZE_MAIN_MAX_BYTES = 2 << 30  # the main instance goes under the sanitizer up to this size
 
@@ -187,16 +186,9 @@ class Launcher:
         if initialise:
             self.garble_workspaces()
         try:
-            maps = {name: encode(p, self.arrays[p.array].data.ptr) for name, p in plan.tensor_maps.items()}
+            self.launches = bind_launches(module, plan, {name: arr.data.ptr for name, arr in self.arrays.items()})
         except TensorMapError as exc:
             raise LaunchRejected("tensor_map_invalid", str(exc)) from None
-        pointers = {name: arr.data.ptr for name, arr in self.arrays.items()}
-        self.launches = []
-        for geo, args in zip(plan.geometries, plan.args, strict=True):
-            fn = module.get_function(geo.entry)
-            if geo.shared_bytes > DEFAULT_DYNAMIC_SHARED:
-                fn.max_dynamic_shared_size_bytes = geo.shared_bytes
-            self.launches.append(DriverLaunch(fn, geo, KernelParams(args, pointers, maps)))
 
     def poison(self) -> None:
         for name, out in self.outputs.items():

@@ -24,6 +24,27 @@ def sparse24_launcher(candidate: KernelCandidate, spec: SpecBase, arch: str, out
              f"matrix){', bias (M,) ' + out_dtype if epilogue.bias else ''}; C is (M, N) {out_dtype}, row-major. M is a\n"
              f"multiple of 16 and K of 64. kernel.cu sits next to it (NVRTC compiles it at the first call, for {arch}).\n"
              f"Without CuPy or a CUDA device, run() raises NoCudaDevice.")
+    if candidate.tensor_maps or any(tuple(k.cluster) != ("1", "1", "1") for k in candidate.kernels):
+        # TMA tensor maps are passed by value and clusters set at launch: the harness's own driver launch does both
+        usage += ("\nIts kernels take TMA tensor maps or run in thread-block clusters, which CuPy cannot launch: "
+                  "run() launches them through SparseDitto's driver path (the sparseditto package must be installed).")
+        launch_body = f'''    from sparseditto.tools.contract import KernelCandidate
+    from sparseditto.tools.kernel_launch import launch_candidate
+
+    value_types = {{"A_values": {spec.dtype!r}, "A_meta": "int32", "B": {spec.dtype!r}}}  # as the harness names them
+    launch_candidate(KernelCandidate.model_validate_json(CANDIDATE), _module, buffers,
+                     {{k: v for k, v in s.items() if k not in PARAMS}}, scalars, {spec.dtype!r}, value_types)'''
+        embedded = f"\nCANDIDATE = {candidate.model_dump_json()!r}\n"
+    else:
+        launch_body = '''    for name, (kind, size) in WORKSPACE.items():
+        buffers[name] = cp.empty(size(s), dtype={"fp32": cp.float32, "int32": cp.int32}[kind])
+    for entry, grid, block, smem, args in LAUNCHES:
+        fn = _module.get_function(entry)
+        if smem(s) > 48 * 1024:
+            fn.max_dynamic_shared_size_bytes = smem(s)
+        fn(grid(s), block(s), tuple(buffers[a] if a in buffers else scalars[a] if a in scalars else np.int32(s[a])
+                                    for a in args), shared_mem=smem(s))'''
+        embedded = ""
     return f'''"""Run {candidate.label()} on your own 2:4 compressed matrix with CuPy.
 
     from launch import run
@@ -36,7 +57,7 @@ Needs CuPy and a CUDA device; `python launch.py --help` says how to call it.
 PARAMS = {dict(candidate.parameters)!r}
 OPTIONS = ("--gpu-architecture={arch}", "--std=c++17")  # kernel.cu defines the parameters and the value type
 SOURCE = (Path(__file__).parent / "kernel.cu").read_text()
-ACT = {act}
+ACT = {act}{embedded}
 
 
 def ceil_div(a, b):
@@ -61,14 +82,7 @@ def run(A_values, A_meta, B, bias=None, alpha=1.0):
     buffers = {{"A_values": A_values, "A_meta": A_meta, "B": B, "C": C,
                "bias": bias if bias is not None else cp.zeros(1, dtype=cp.int32)}}
     scalars = {{"alpha": np.float32(alpha)}}
-    for name, (kind, size) in WORKSPACE.items():
-        buffers[name] = cp.empty(size(s), dtype={{"fp32": cp.float32, "int32": cp.int32}}[kind])
-    for entry, grid, block, smem, args in LAUNCHES:
-        fn = _module.get_function(entry)
-        if smem(s) > 48 * 1024:
-            fn.max_dynamic_shared_size_bytes = smem(s)
-        fn(grid(s), block(s), tuple(buffers[a] if a in buffers else scalars[a] if a in scalars else np.int32(s[a])
-                                    for a in args), shared_mem=smem(s))
+{launch_body}
     return C
 
 
