@@ -380,7 +380,8 @@ def test_the_configuration_text_says_where_each_epilogue_step_runs():
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["fp16", "bf16", "fp8_e4m3"])
 @pytest.mark.parametrize("epilogue", [{}, {"act": 1, "has_bias": True, "alpha": 0.5}, {"act": 2, "has_bias": True},
-                                      {"act": 1, "has_bias": True}, {"act": 2, "has_bias": True, "alpha": 0.5}])
+                                      {"act": 1, "has_bias": True}, {"act": 2, "has_bias": True, "alpha": 0.5},
+                                      {"has_bias": True}])
 def test_every_working_configuration_computes_the_product(fake_compression, dtype, epilogue):
     import cupy
 

@@ -421,7 +421,8 @@ def _build(layout: Layout, operands: Callable[[], Sparse24Operands]) -> Baseline
     fused = ["alpha"]
     # Fused only where measured right: with alpha 0.5, a row bias and ReLU fused, cuSPARSELt's D was wrong on the H200
     # (relative error 20.8 in fp16, 0.15 in bf16, session 8), while GELU with a bias at alpha 1 was right; until the
-    # other combinations are measured, a bias and an activation are fused at alpha 1 with GELU only
+    # other combinations are measured (tests/tools/test_sparse24_baselines.py has them), a bias and an activation
+    # are fused at alpha 1 only, and never ReLU
     if layout.fuses_bias and gemm.alpha == 1.0 and gemm.act != 1:
         if gemm.act:
             _set(lt, matmul, handle, "CUSPARSELT_MATMUL_ACTIVATION_RELU" if gemm.act == 1
