@@ -99,7 +99,11 @@ async def _drive(graph_input: Any, run_id: str, runs_dir: str, context: Pipeline
                                   f"`sparseditto resume {run_id}` continues it, `sparseditto resume {run_id} --abort` ends it")
         write_status(runs_dir, run_id, "running", gate=None, retry=None)
         try:
-            async for mode, chunk in graph.astream(graph_input, config, context=context, stream_mode=["custom", "updates"]):
+            # durability "sync": each step's checkpoint is saved before the next step starts, so that a run killed at
+            # any moment resumes from where it stood (with "async" a kill could land after a node's writes were saved
+            # but before the next checkpoint, and the thread then looked finished)
+            async for mode, chunk in graph.astream(graph_input, config, context=context, stream_mode=["custom", "updates"],
+                                                   durability="sync"):
                 if mode == "custom" and on_event:
                     on_event(chunk)
                 elif mode == "updates":
