@@ -48,6 +48,7 @@ case $what in
     ncu --import "$out/sp24_wgmma.ncu-rep" --page details --csv > "$out/sp24_wgmma_details.csv" 2>&1
     ncu --import "$out/sp24_wgmma.ncu-rep" --page raw --csv > "$out/sp24_wgmma_raw.csv" 2>&1
     python3 bench/ncu_digest.py "$out/sp24_wgmma_details.csv" | tee "$out/sp24_wgmma_digest.txt" | head -n 60
+    python3 bench/ncu_digest.py --raw "$out/sp24_wgmma_raw.csv" > "$out/sp24_wgmma_raw_metrics.txt"
     ;;
   sp24)  # the 2:4 suite's specs named by ONLY through the pipeline, each side by side with every baseline
     timeout ${EVAL_SECONDS:-500} sparseditto eval run sparse24 --only ${ONLY:-sparse24_fp16_8192,sparse24_fp16_decode} \

@@ -2,6 +2,8 @@
 
 `python bench/ncu_digest.py DETAILS.csv` prints, per profiled kernel, each section's metrics on one line each and
 the rules' findings shortened: what the full set says about a hand-written kernel, small enough to read in a log.
+`python bench/ncu_digest.py --raw RAW.csv` prints the raw page's (`--page raw --csv`) pipe utilisations and stall
+reasons, which the details page does not show.
 """
 
 from __future__ import annotations
@@ -29,5 +31,22 @@ def digest(path: str) -> list[str]:
     return lines
 
 
+RAW_PREFIXES = ("sm__pipe_tensor_cycles_active.avg.pct", "sm__inst_executed_pipe_alu.avg.pct", "sm__inst_executed_pipe_lsu.avg.pct",
+                "sm__inst_executed.sum.per_cycle_active", "smsp__average_warps_issue_stalled_", "smsp__pcsamp_warps_issue_stalled_")
+
+
+def raw_metrics(path: str) -> list[str]:
+    """Each kernel's (row's) metrics named by RAW_PREFIXES, one per line, zero values left out."""
+    with open(path, newline="") as fh:
+        rows = list(csv.reader(fh))
+    header, units, values = rows[0], rows[1], rows[2:]
+    lines = []
+    for row in values:
+        for name, unit, value in zip(header, units, row):
+            if name.startswith(RAW_PREFIXES) and value.replace(",", "") not in {"0", "0.0", ""}:
+                lines.append(f"{name}: {value} {unit}".rstrip())
+    return lines
+
+
 if __name__ == "__main__":
-    print("\n".join(digest(sys.argv[1])))
+    print("\n".join(raw_metrics(sys.argv[2]) if sys.argv[1] == "--raw" else digest(sys.argv[1])))

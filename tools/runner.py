@@ -292,10 +292,18 @@ def _trial_problem(job: RunJob, family: ProblemFamily, seed: int, shape: dict[st
     return shared(("trial", job.spec.model_dump_json(), seed, tuple(sorted((shape or {}).items())), specials), make)
 
 
-def trial_list(job: RunJob) -> list[tuple[int, dict[str, int] | None, bool]]:
-    """Each correctness trial's seed, shape (None: the spec's) and whether it is held out, in order."""
+class TrialInstance(NamedTuple):
+    seed: int
+    shape: dict[str, int] | None  # None: the spec's
+    held_out: bool
+    specials: bool  # values drawn again with NaN and Inf: every trial but the first two
+
+
+def trial_list(job: RunJob) -> list[TrialInstance]:
+    """Each correctness trial's instance, in order."""
     main = [(seed, None, False) for seed in job.seeds]
-    return main + [(job.seeds[-1] + 1000 + i, shape, True) for i, shape in enumerate(job.held_out_shapes)]
+    trials = main + [(job.seeds[-1] + 1000 + i, shape, True) for i, shape in enumerate(job.held_out_shapes)]
+    return [TrialInstance(seed, shape, held_out, i >= 2) for i, (seed, shape, held_out) in enumerate(trials)]
 
 
 def prefetch_host_work(job: RunJob, family: ProblemFamily) -> None:
@@ -304,8 +312,8 @@ def prefetch_host_work(job: RunJob, family: ProblemFamily) -> None:
     extra value sets. The stages then find it made (`shared`)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    def trial(i: int, seed: int, shape: dict[str, int] | None) -> None:
-        problem = _trial_problem(job, family, seed, shape, specials=i >= 2)
+    def trial(t: TrialInstance) -> None:
+        problem = _trial_problem(job, family, t.seed, t.shape, t.specials)
         _bounds(family, job.spec, problem, references(family, problem))
 
     def timing_set(k: int) -> None:
@@ -313,7 +321,7 @@ def prefetch_host_work(job: RunJob, family: ProblemFamily) -> None:
         fresh = _fresh_values(job, family, problem, k) if k else problem
         _bounds(family, job.spec, fresh, references(family, fresh), _terms(family, problem))
 
-    tasks = [functools.partial(trial, i, seed, shape) for i, (seed, shape, _) in enumerate(trial_list(job))]
+    tasks = [functools.partial(trial, t) for t in trial_list(job)]
     _terms(family, _timing_problem(job, family))  # before the value sets, which derive from them
     tasks += [functools.partial(timing_set, k) for k in range(VALUE_SETS)]
     with ThreadPoolExecutor(max_workers=min(len(tasks), os.cpu_count() or 1)) as pool:
@@ -328,8 +336,8 @@ def check_correctness(job: RunJob, family: ProblemFamily, module: Any, info: dic
 
     trials: list[Trial] = []
     outputs: dict[int, dict[str, CheckedOutput]] = {}
-    for i, (seed, shape, held_out) in enumerate(trial_list(job)):
-        problem = _trial_problem(job, family, seed, shape, specials=i >= 2)
+    for i, (seed, shape, held_out, specials) in enumerate(trial_list(job)):
+        problem = _trial_problem(job, family, seed, shape, specials)
         launcher = Launcher(job.candidate, module, problem, family, info, job.resources)
         order = "library_first" if i == 1 and not held_out else "candidate_first"
         if order == "library_first":

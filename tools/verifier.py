@@ -22,7 +22,7 @@ from pydantic import BaseModel
 import numpy as np
 
 from sparseditto.spec import Spec
-from sparseditto.tools.ahead import AHEAD, discard, measured_correct
+from sparseditto.tools.ahead import AHEAD, RunAhead, candidate_key, discard, measured_correct
 from sparseditto.tools.compiler import CompileResult, KernelResources, compile_source
 from sparseditto.tools.contract import KernelCandidate, runner_symbols
 from sparseditto.tools.dtypes import DTYPES
@@ -252,17 +252,19 @@ class GpuVerifier:
         and passes the static checks; their results wait for their own verification (the sanitizer and the profiler
         then run as for any candidate). What depends on the inputs only is made once, not per candidate."""
         arch = spec.arch or self.arch
-        result, feedback, sass = check_and_compile(candidate, spec, arch)
-        if result is None or any(f.status in {"failed", "error"} for f in feedback):
-            return _report(candidate, self.backend, result, feedback, sass)
         spec_key = spec.model_dump_json()
         AHEAD.forget_other_specs(spec_key)
+        taken = AHEAD.take((candidate_key(candidate, arch), spec_key))
+        # a candidate run ahead was checked and compiled then: its outputs are taken with its result
+        result, feedback, sass = taken.compiled if taken else check_and_compile(candidate, spec, arch)
+        feedback = list(feedback)
+        if result is None or any(f.status in {"failed", "error"} for f in feedback):
+            return _report(candidate, self.backend, result, feedback, sass)
         digest = hashlib.sha256(result.cubin or b"").hexdigest()
         with tempfile.TemporaryDirectory(prefix="sparseditto-") as tmp:
-            taken = AHEAD.take((digest, spec_key))
             faster_ahead = None
             if taken is not None:
-                job, run = taken
+                job, run = taken.job, taken.run
                 note = {"run_ahead": "in the runner process of an earlier candidate of this run, on the inputs drawn for it"}
                 run.feedback[0].evidence.update(note)
             else:
@@ -270,10 +272,10 @@ class GpuVerifier:
                 job = self._job(candidate, spec, result, Path(tmp), draw)
                 others = self._ahead_jobs(ahead, spec, arch, draw, {digest})
                 if others:
-                    runs = run_batch_child([job, *(j for _, j in others)], Path(tmp), self.timeout_s)
-                    for (key, other), other_run in zip(others, runs[1:]):
+                    runs = run_batch_child([job, *(j for _, _, j in others)], Path(tmp), self.timeout_s)
+                    for (key, compiled, other), other_run in zip(others, runs[1:]):
                         if isinstance(other_run, RunResult):
-                            AHEAD.put((key, spec_key), other, other_run)
+                            AHEAD.put((key, spec_key), RunAhead(compiled, other, other_run))
                     faster_ahead = min((r.measurement.median_us for r in runs[1:] if measured_correct(r)), default=None)
                     run = runs[0]
                 else:
@@ -334,20 +336,24 @@ class GpuVerifier:
                       timing_seed=draw.timing_seed, runs=self.runs, instances_path=str(folder / f"{name}-instances.pkl"))
 
     def _ahead_jobs(self, ahead: Sequence[KernelCandidate], spec: Spec, arch: str, draw: InputDraw,
-                    seen: set[str]) -> list[tuple[str, RunJob]]:
+                    seen: set[str]) -> list[tuple[str, tuple[Any, ...], RunJob]]:
         """Jobs for the candidates to run ahead that compile, pass the static checks and are neither this candidate
-        nor already run ahead, each with its cubin digest."""
+        (`seen`: cubin digests) nor already run ahead, each with its key and what check_and_compile gave."""
         spec_key = spec.model_dump_json()
         jobs = []
         for other in ahead:
-            result, feedback, _ = check_and_compile(other, spec, arch)
+            key = candidate_key(other, arch)
+            if (key, spec_key) in AHEAD:
+                continue
+            compiled = check_and_compile(other, spec, arch)
+            result, feedback, _ = compiled
             if result is None or any(f.status in {"failed", "error"} for f in feedback):
                 continue
             digest = hashlib.sha256(result.cubin or b"").hexdigest()
-            if digest in seen or (digest, spec_key) in AHEAD:
+            if digest in seen:
                 continue
             seen.add(digest)
-            jobs.append((digest, self._job(other, spec, result, AHEAD.folder(), draw)))
+            jobs.append((key, compiled, self._job(other, spec, result, AHEAD.folder(), draw)))
         return jobs
 
     def _sanitize(self, job: RunJob, tmp: Path, instances: list[str], not_needed: dict[str, str]) -> Feedback:

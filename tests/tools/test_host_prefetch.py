@@ -32,9 +32,9 @@ SPMV = {"operation": "spmv", "M": 3000, "K": 2500, "pattern": {"distribution": "
 def made_alone(job, family):
     """Each trial's and value set's problem, references and bounds, made one after another by the family."""
     out = []
-    for i, (seed, shape, _) in enumerate(runner.trial_list(job)):
+    for seed, shape, _, specials in runner.trial_list(job):
         problem = family.make_problem(job.spec, seed, shape)
-        if i >= 2:
+        if specials:
             problem = family.with_fresh_values(problem, np.random.default_rng(seed ^ 0x5DEECE66D), specials=True)
         out.append(problem)
     timing = family.make_problem(job.spec, job.timing_seed)
@@ -45,8 +45,7 @@ def made_alone(job, family):
 
 def prefetched(job, family):
     runner.prefetch_host_work(job, family)
-    problems = [runner._trial_problem(job, family, seed, shape, specials=i >= 2)
-                for i, (seed, shape, _) in enumerate(runner.trial_list(job))]
+    problems = [runner._trial_problem(job, family, t.seed, t.shape, t.specials) for t in runner.trial_list(job)]
     timing = runner._timing_problem(job, family)
     problems += [timing] + [runner._fresh_values(job, family, timing, k) for k in range(1, runner.VALUE_SETS)]
     return [(p, runner.references(family, p), runner._bounds(family, job.spec, p, runner.references(family, p)))

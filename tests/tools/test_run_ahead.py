@@ -161,3 +161,19 @@ def test_a_candidate_slower_than_a_contender_run_beside_it_leaves_the_tools_for_
     assert best_iteration([iteration(1, slow)]) is None  # alone it is no best: it would need the tools first
     assert best_iteration([iteration(1, slow), iteration(2, fast)])["iteration"] == 2
     assert not VerificationReport.model_validate(iteration(2, fast)["report"]).tools_deferred
+
+
+def test_a_candidate_run_ahead_is_checked_and_compiled_once(children, monkeypatch):
+    compiled = []
+    check = verifier_module.check_and_compile
+
+    def counted(candidate, spec, arch):
+        compiled.append(candidate.label())
+        return check(candidate, spec, arch)
+
+    monkeypatch.setattr(verifier_module, "check_and_compile", counted)
+    gpu = verifier_module.GpuVerifier(arch="sm_90", sanitize=False, profile=False)
+    gpu.verify(vec4(4), spmv(), ahead=[vec4(2)])
+    later = gpu.verify(vec4(2), spmv())
+    assert compiled == [vec4(4).label(), vec4(2).label()]
+    assert later.compiled and later.correct and "run_ahead" in later.stage("correctness").evidence
