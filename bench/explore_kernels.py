@@ -35,16 +35,16 @@ def variants(spec) -> list[tuple[str, dict[str, int]]]:
             return out
         if os.environ.get("SP24_TILED", "1") == "1":
             out.append(("sp24_mma_sp", {"BM": 128, "BN": 128, "BK": 64, "WM": 2, "WN": 4, "STAGES": 4}))
-        # last: a hang of the Hopper kernel must not cost the rows above
-        # session 8's best (256 x 128), both tilings with the A tile shared by a cluster of two blocks (TMA
-        # multicast, CLUSTER 2), then session 7's best (one tile of B signalled late) and deeper B pipelines
-        # (bench/NOTES.md, session 8)
-        wgmma = ((256, 128, 64, 6, 2, 1, 0), (256, 128, 64, 6, 2, 1, 1), (256, 128, 64, 6, 2, 2, 1),
-                 (256, 128, 64, 6, 2, 2, 0), (128, 256, 64, 4, 1, 2, 0), (128, 256, 64, 4, 1, 1, 0),
-                 (128, 256, 64, 4, 2, 1, 0), (128, 256, 64, 5, 3, 1, 0), (256, 128, 64, 6, 4, 1, 0))
-        for bm, bn, bk, stages, lag, cluster, inflight in wgmma[:int(os.environ.get("SP24_WGMMA", str(len(wgmma))))]:
+        # last: a hang of the Hopper kernel must not cost the rows above. Session 8's best (256 x 128, B by cp.async),
+        # then B by TMA (BTMA 1, session 9) on both tilings, with a group in flight, with 128-column k-tiles and with
+        # the A tile shared by a cluster of two; then session 8's other variants (bench/NOTES.md)
+        wgmma = ((256, 128, 64, 6, 2, 1, 0, 0), (256, 128, 64, 6, 2, 1, 0, 1), (128, 256, 64, 5, 1, 1, 0, 1),
+                 (256, 128, 64, 6, 2, 1, 1, 1), (256, 128, 128, 3, 1, 1, 0, 1), (256, 128, 64, 6, 2, 2, 0, 1),
+                 (128, 256, 64, 5, 1, 2, 0, 1), (256, 128, 64, 6, 2, 1, 1, 0), (256, 128, 64, 6, 2, 2, 0, 0),
+                 (128, 256, 64, 4, 1, 1, 0, 0))
+        for bm, bn, bk, stages, lag, cluster, inflight, btma in wgmma[:int(os.environ.get("SP24_WGMMA", str(len(wgmma))))]:
             out.append(("sp24_wgmma_sp", {"BM": bm, "BN": bn, "BK": bk, "STAGES": stages, "LAG": lag,
-                                          "CLUSTER": cluster, "INFLIGHT": inflight}))
+                                          "CLUSTER": cluster, "INFLIGHT": inflight, "BTMA": btma}))
         return out
     if spec.family == "csr_spmv":
         skewed = getattr(spec.pattern, "distribution", "") == "power_law"

@@ -127,9 +127,9 @@ def load_b(kern, smem, stage, Bbits, k0, n0, N, K):
     return 128
 
 
-def declared_box(kern, name):
+def declared_box(kern, name, **symbols):
     """A tensor map's box from the kernel's header (inner dimension first)."""
-    return tuple(evaluate(e, kern.env) for e in KERNEL.tensor_maps[name].box)
+    return tuple(evaluate(e, {**kern.env, **symbols}) for e in KERNEL.tensor_maps[name].box)
 
 
 def tma_share(kern, smems, s, p, kt, m0, rank):
@@ -154,12 +154,21 @@ def tma_share(kern, smems, s, p, kt, m0, rank):
 
 def fill_stage(kern, smems, s, p, kt, m0, n0s):
     """Every block's producer, iteration kt into stage s (the blocks of one cluster, columns n0s): returns the byte
-    count each block's TMA thread announces and the bytes credited to each block's barrier."""
+    count each block's TMA thread announces and the bytes credited to each block's barrier. B goes by TMA (the
+    declared box, 128-byte swizzle, into each block alone) with BTMA = 1 and N a multiple of 8, else by cp.async."""
     M, K, N = (p.symbols[x] for x in ("M", "K", "N"))
     credited = sum(tma_share(kern, smems, s, p, kt, m0, rank) for rank in range(len(smems)))
+    stage = SMEM_BASE + s * kern.stage_bytes
+    if kern.BTMA and N % 8 == 0:
+        b_rows = p.inputs["B"].view(np.uint8).reshape(K, 2 * N)
+        box_w, box_h = declared_box(kern, "tmap_B", N=N, K=K)
+        span = int(KERNEL.tensor_maps["tmap_B"].swizzle.removesuffix("B"))  # as declared
+        b_credited = [sum(tma_2d(smem, stage + j * kern.BK * 128, b_rows, n0 + 64 * j, kt * kern.BK, box_w, box_h, 2,
+                                 span) for j in range(kern.BN // 64)) for smem, n0 in zip(smems, n0s)]
+        assert len(set(b_credited)) == 1
+        return kern.a_bytes + kern.e_bytes + kern.b_bytes, credited + b_credited[0]
     for smem, n0 in zip(smems, n0s):
-        load_b(kern, smem, SMEM_BASE + s * kern.stage_bytes, p.inputs["B"].reshape(-1).view(np.uint16), kt * kern.BK,
-               n0, N, K)
+        load_b(kern, smem, stage, p.inputs["B"].reshape(-1).view(np.uint16), kt * kern.BK, n0, N, K)
     return kern.a_bytes + kern.e_bytes, credited
 
 
@@ -299,20 +308,27 @@ def store(kern, C, acc, m0, n0):
 CASES = [
     # whole slabs past M, K not a multiple of BK (half a tile of zero fill), N a multiple of 8 with a tail in the
     # second 64-column block of the last tile: the cp.async path
-    ("fp16", {"BM": 128, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1}, (208, 320, 200)),
+    ("fp16", {"BM": 128, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "BTMA": 0}, (208, 320, 200)),
     # two slabs per consumer, N not a multiple of 8 and past 64 columns: the element path
-    ("bf16", {"BM": 256, "BN": 128, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 1}, (272, 192, 125)),
+    ("bf16", {"BM": 256, "BN": 128, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 1, "BTMA": 0}, (272, 192, 125)),
     # clusters of two sharing A: 3 column tiles, so the last cluster's second block lies wholly past N; rows past M
     # in the second block row, whose share of A (rows 128 .. 255) is all zero fill; the element path
-    ("fp16", {"BM": 256, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 2}, (272, 128, 140)),
+    ("fp16", {"BM": 256, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 2, "BTMA": 0}, (272, 128, 140)),
     # one slab per consumer (each block's share is the other's slab), BK = 128 (two A boxes per stage), N a multiple
     # of 8: the cp.async path
-    ("bf16", {"BM": 128, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 2}, (144, 192, 384)),
+    ("bf16", {"BM": 128, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 2, "BTMA": 0}, (144, 192, 384)),
+    # B by TMA: the 64-column boxes, zero past K (half a tile) and past N (the second block of the last tile)
+    ("fp16", {"BM": 128, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "BTMA": 1}, (208, 320, 200)),
+    # B by TMA in clusters: the last cluster's second block's boxes lie wholly past N (all zero fill)
+    ("bf16", {"BM": 256, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 2, "BTMA": 1}, (272, 128, 136)),
+    # BTMA = 1 with N not a multiple of 8: the element path
+    ("bf16", {"BM": 256, "BN": 128, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 1, "BTMA": 1}, (272, 192, 125)),
 ]
 
 
 @pytest.mark.parametrize(("dtype", "params", "shape"), CASES,
-                         ids=[f"{c[0]}-cluster{c[1]['CLUSTER']}-{c[1]['BM']}x{c[1]['BN']}" for c in CASES])
+                         ids=[f"{c[0]}-cluster{c[1]['CLUSTER']}-btma{c[1]['BTMA']}-{c[1]['BM']}x{c[1]['BN']}-n{c[2][2]}"
+                              for c in CASES])
 def test_emulated_kernel_gives_a_times_b(dtype, params, shape):
     M, K, N = shape
     p, A, B = problem(dtype, M, K, N, seed=7)
@@ -321,14 +337,14 @@ def test_emulated_kernel_gives_a_times_b(dtype, params, shape):
 
 def test_a_wrong_metadata_lane_pair_changes_the_product():
     p, A, B = problem("fp16", 128, 64, 64, seed=8)
-    params = {"BM": 128, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 1}
+    params = {"BM": 128, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 1, "BTMA": 0}
     assert not np.allclose(emulate(p, params, "fp16", pair_swap=True), A @ B)
 
 
 def test_a_wrong_swizzle_in_the_a_descriptor_changes_the_product():
     """128-byte instead of the 64-byte swizzle TMA wrote: rows read their compressed values from the wrong chunks."""
     p, A, B = problem("bf16", 128, 64, 64, seed=9)
-    params = {"BM": 128, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 1}
+    params = {"BM": 128, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 1, "BTMA": 0}
     assert not np.allclose(emulate(p, params, "bf16", a_mode=1), A @ B)
 
 
@@ -339,8 +355,8 @@ def test_stored_metadata_has_no_zero_word():
 
 
 def test_shared_memory_holds_stages_barriers_and_alignment():
-    for params in ({"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 2, "CLUSTER": 1},
-                   {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 2, "CLUSTER": 2}):
+    for params in ({"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 2, "CLUSTER": 1, "BTMA": 0},
+                   {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 2, "CLUSTER": 2, "BTMA": 0}):
         kern = Kernel(params)
         declared = evaluate(KERNEL.kernels[0].shared_bytes, kern.env)
         assert declared == kern.STAGES * kern.stage_bytes + 16 * kern.STAGES + 1024  # stages, barriers, rounding
@@ -630,13 +646,15 @@ def test_a_block_leaving_without_the_cluster_barrier_can_still_be_written():
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 @pytest.mark.parametrize("params", [
-    WGMMA_START, {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0},
-    {"BM": 128, "BN": 64, "BK": 64, "STAGES": 6, "LAG": 4, "CLUSTER": 1, "INFLIGHT": 0},
-    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2, "INFLIGHT": 0},
-    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 1, "INFLIGHT": 1},
-    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2, "INFLIGHT": 1},
-    {"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 1}],
-    ids=["start", "tall", "narrow", "cluster", "inflight", "inflight-cluster", "inflight-wide"])
+    WGMMA_START, {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 0},
+    {"BM": 128, "BN": 64, "BK": 64, "STAGES": 6, "LAG": 4, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 0},
+    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2, "INFLIGHT": 0, "BTMA": 0},
+    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 1, "INFLIGHT": 1, "BTMA": 0},
+    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2, "INFLIGHT": 1, "BTMA": 0},
+    {"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 1, "BTMA": 0},
+    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 1, "INFLIGHT": 1, "BTMA": 1},
+    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2, "INFLIGHT": 0, "BTMA": 1}],
+    ids=["start", "tall", "narrow", "cluster", "inflight", "inflight-cluster", "inflight-wide", "btma-inflight", "btma-cluster"])
 def test_kernel_passes_the_compile_only_verifier(dtype, params):
     spec = parse_spec({"operation": "spmm", "pattern": {"kind": "n_m"}, "M": 4096, "K": 4096, "N": 4096, "dtype": dtype,
                        "arch": "sm_90a", "epilogue": {"bias": True, "activation": "gelu_tanh", "alpha": True}})

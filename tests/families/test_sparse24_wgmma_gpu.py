@@ -1,7 +1,8 @@
-"""sp24_wgmma_sp's cluster and in-flight variants on the GPU, where the reference-kernel test does not take them (its
+"""sp24_wgmma_sp's cluster, in-flight and B-by-TMA variants on the GPU, where the reference-kernel test does not take them (its
 example spec has N = 64, one column tile: no cluster). N = 400 makes four column tiles of 128 in two clusters (two of
 256 in one), the last tile partly past N; M = 528 leaves a tail of 16 rows in a 256-row tile; K = 1088 is an odd
-number of 64-column tiles (the in-flight loop's last, unpaired tile); the epilogue has a bias, ReLU and alpha. The CPU tests model the protocol and
+number of 64-column tiles (the in-flight loop's last, unpaired tile); B goes by TMA (N a multiple of 8) on the
+main shape and by cp.async on the held-out shapes' N tails; the epilogue has a bias, ReLU and alpha. The CPU tests model the protocol and
 check the machine code for register races; this checks the instructions, the multicast, the remote arrivals, the
 cluster barriers and the sanitizer's verdict. Every variant runs in one runner process (run ahead), each judged
 alone."""
@@ -14,9 +15,9 @@ from sparseditto.knowledge_base.library import get_kernel
 from sparseditto.spec import parse_spec
 from sparseditto.tools.verifier import GpuVerifier
 
-VARIANTS = [{"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": cluster, "INFLIGHT": inflight}
-            for cluster, inflight in ((2, 0), (1, 1), (2, 1))] + [
-           {"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 1, "CLUSTER": 2, "INFLIGHT": 1}]
+VARIANTS = [{"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": cluster, "INFLIGHT": inflight,
+             "BTMA": btma} for cluster, inflight, btma in ((1, 0, 1), (2, 0, 1), (1, 1, 1), (2, 1, 0))] + [
+           {"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 1, "CLUSTER": 2, "INFLIGHT": 1, "BTMA": 1}]
 
 
 @pytest.mark.gpu

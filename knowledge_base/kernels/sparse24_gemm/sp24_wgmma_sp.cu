@@ -16,7 +16,10 @@ summary: >
   producer threads copy the B tile with 16-byte cp.async (element by element when N is not a multiple of 8)
   into the 128-byte-swizzled N-major layout and signal it once it has landed, LAG tiles later (so that LAG + 1 tiles
   of B copies are in flight); STAGES stages, each guarded by a full and an empty mbarrier. B does not go through TMA because a tensor map needs 16-byte row strides, which an N not a multiple
-  of 8 does not have. Edges: TMA zero-fills rows past M and columns past K, cp.async zero-fills B past K and N,
+  of 8 does not have. With BTMA = 1 and N a multiple of 8, B goes through TMA instead (one box of 64 columns x BK
+  rows per 64 columns, 128-byte swizzle: the same layout), the TMA thread alone produces and the stage's full barrier
+  waits for one arrival and the bytes; other N take the cp.async path. Edges: TMA zero-fills rows past M and columns
+  past K (and B past K and N), cp.async zero-fills B past K and N,
   and zero metadata words (only ever zero-fill: a stored word has no zero code) become a valid code. The
   epilogue applies alpha, the row bias (has_bias) and ReLU/GELU (act) in fp32 and stores 16-bit C straight from
   the accumulators. fp8 is not offered: 8-bit wgmma needs B K-major in shared memory, and B is N-major. With
@@ -37,6 +40,7 @@ parameters:
   LAG: [1, 2, 3, 4]  # tiles of B copies in flight behind the newest before its oldest is signalled
   CLUSTER: [1, 2]  # blocks along grid x (same rows of C) that share each A tile by TMA multicast
   INFLIGHT: [0, 1]  # wgmma groups a consumer leaves in flight when it moves to the next tile
+  BTMA: [0, 1]  # B through TMA when N is a multiple of 8 (cp.async otherwise)
 constraints:  # over the parameters and the problem symbols; a choice breaking one is never tried
   - "value_bytes == 2"
   # the producer signals tile t once it issued t + LAG, while the consumer waiting for t still holds its INFLIGHT
@@ -55,10 +59,14 @@ kernels:
     block: ["384", "1", "1"]
     cluster: ["CLUSTER", "1", "1"]
     shared_bytes: "STAGES * (BK * BN * value_bytes + BM * BK // 2 * value_bytes + BM * BK // 8) + 16 * STAGES + 1024"
-    args: [tmap_A, tmap_E, B, bias, C, M, N, K, has_bias, act, alpha]
+    args: [tmap_A, tmap_E, tmap_B, B, bias, C, M, N, K, has_bias, act, alpha]
 tensor_maps:
   tmap_A: {array: A_values, box: ["32", "BM // CLUSTER"], swizzle: "64B", l2_promotion: "128B"}
   tmap_E: {array: A_meta, box: ["BK // 2", "BM // 16 // CLUSTER"], dims: ["K // 2", "M // 16"], strides: ["2 * K"]}
+  # B's rows are 16-byte aligned only when N is a multiple of 8, the only case the kernel reads through this map; for
+  # other N it views the first 8 (N // 8) columns of a narrower row pitch, a valid map the kernel never uses
+  tmap_B: {array: B, box: ["64", "BK"], swizzle: "128B", dims: ["8 * (N // 8)", "K"], strides: ["16 * (N // 8)"],
+           l2_promotion: "128B"}
 accumulate: fp32
 ---*/
 // Why A comes from shared memory (descriptor) and not from registers: each consumer issues one instruction per
@@ -90,7 +98,7 @@ accumulate: fp32
 #define A_STAGE_BYTES (BM * BK)               // BM rows of BK/2 16-bit values
 #define E_STAGE_BYTES (BM * BK / 8)
 #define STAGE_BYTES (B_STAGE_BYTES + A_STAGE_BYTES + E_STAGE_BYTES)
-#define FULL_ARRIVALS 129                     // 128 producer threads' landed B copies, plus the TMA thread's expect_tx
+#define CP_ASYNC_ARRIVALS 129                 // 128 producer threads' landed B copies, plus the TMA thread's expect_tx
 #define EMPTY_ARRIVALS (8 * CLUSTER)          // one lane per consumer warp of every block in the cluster
 #define A_SHARE_ROWS (BM / CLUSTER)           // rows of each A box this block's TMA thread loads for the cluster
 
@@ -120,6 +128,12 @@ __device__ __forceinline__ void sp24w_wait_empty(unsigned bar, unsigned parity) 
                      "selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
 }
 
+// A box into this block only (B: each block of a cluster has its own columns).
+__device__ __forceinline__ void sp24w_tma_2d_local(unsigned dst, const sp24w_tensor_map* map, int x, int y, unsigned bar) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+                 :: "r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y), "r"(bar) : "memory");
+}
+
 // This block's part of an A or metadata box: with CLUSTER > 1 written to the same offset of every block of the
 // cluster (ctaMask: all ranks), each copy crediting its bytes to the barrier at the same offset of that block.
 __device__ __forceinline__ void sp24w_tma_2d(unsigned dst, const sp24w_tensor_map* map, int x, int y, unsigned bar) {
@@ -129,8 +143,7 @@ __device__ __forceinline__ void sp24w_tma_2d(unsigned dst, const sp24w_tensor_ma
                  :: "r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y), "r"(bar),
                     "h"((unsigned short)((1u << CLUSTER) - 1)) : "memory");
 #else
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
-                 :: "r"(dst), "l"(reinterpret_cast<unsigned long long>(map)), "r"(x), "r"(y), "r"(bar) : "memory");
+    sp24w_tma_2d_local(dst, map, x, y, bar);
 #endif
 }
 
@@ -297,7 +310,7 @@ __device__ __forceinline__ void sp24w_b_landed(unsigned full) {
 
 extern "C" __global__ void __launch_bounds__(THREADS, 1)
 sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_constant__ sp24w_tensor_map tmap_E,
-              const sp24_in_t* __restrict__ B, const unsigned short* __restrict__ bias, unsigned short* __restrict__ C,
+              const __grid_constant__ sp24w_tensor_map tmap_B, const sp24_in_t* __restrict__ B, const unsigned short* __restrict__ bias, unsigned short* __restrict__ C,
               int M, int N, int K, int has_bias, int act, float alpha)
 {
     extern __shared__ __align__(1024) unsigned char sp24w_raw[];
@@ -308,10 +321,12 @@ sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_cons
     const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;  // with CLUSTER > 1 n0 may lie past N: nothing is stored
     const int tiles = (K + BK - 1) / BK;
     const int rank = sp24w_rank();  // this block's share of the A and metadata boxes
+    const bool b_tma = BTMA && N % 8 == 0;  // B by TMA (tmap_B is B itself only then)
 
     if (tid == 0) {
         for (int s = 0; s < STAGES; ++s) {
-            asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bars + 8 * s), "r"(FULL_ARRIVALS) : "memory");
+            asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bars + 8 * s), "r"(b_tma ? 1 : CP_ASYNC_ARRIVALS)
+                         : "memory");
             asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bars + 8 * (STAGES + s)), "r"(EMPTY_ARRIVALS) : "memory");
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");  // visible to the TMA unit's completions
@@ -325,7 +340,7 @@ sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_cons
 #endif
 
     if (wg == 0) {  // producer
-        for (int kt = 0; kt < tiles; ++kt) {
+        for (int kt = 0; kt < tiles && (tid == 0 || !b_tma); ++kt) {  // with B by TMA, the TMA thread alone
             const int s = kt % STAGES;
             const unsigned full = bars + 8 * s;
             // the first round passes at once; later ones once the consumers of every block of the cluster released s
@@ -333,7 +348,7 @@ sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_cons
             unsigned char* stage = smem + s * STAGE_BYTES;
             if (tid == 0) {  // the whole A and metadata tile lands here: this block's share and its peers'
                 asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
-                             :: "r"(full), "r"(A_STAGE_BYTES + E_STAGE_BYTES) : "memory");
+                             :: "r"(full), "r"(A_STAGE_BYTES + E_STAGE_BYTES + (b_tma ? B_STAGE_BYTES : 0)) : "memory");
                 const int row = rank * A_SHARE_ROWS;
 #pragma unroll
                 for (int j = 0; j < BK / 64; ++j)
@@ -341,6 +356,12 @@ sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_cons
                                  m0 + row, full);
                 sp24w_tma_2d(sp24w_smem(stage + B_STAGE_BYTES + A_STAGE_BYTES + row * BK / 8), &tmap_E, kt * BK / 2,
                              (m0 + row) / 16, full);
+                if (b_tma) {  // this block's columns: 64-column boxes, zero past K and N, into the swizzled blocks
+#pragma unroll
+                    for (int j = 0; j < BN / 64; ++j)
+                        sp24w_tma_2d_local(sp24w_smem(stage + j * (BK * 128)), &tmap_B, n0 + 64 * j, kt * BK, full);
+                    continue;
+                }
             }
             sp24w_load_b(stage, B, kt * BK, n0, N, K, tid);
             if (kt >= LAG) {  // tile kt - LAG has landed once at most the LAG newer tiles' groups are in flight
@@ -348,8 +369,10 @@ sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_cons
                 sp24w_b_landed(bars + 8 * ((kt - LAG) % STAGES));
             }
         }
-        asm volatile("cp.async.wait_group 0;" ::: "memory");
-        for (int kt = tiles > LAG ? tiles - LAG : 0; kt < tiles; ++kt) sp24w_b_landed(bars + 8 * (kt % STAGES));
+        if (!b_tma) {
+            asm volatile("cp.async.wait_group 0;" ::: "memory");
+            for (int kt = tiles > LAG ? tiles - LAG : 0; kt < tiles; ++kt) sp24w_b_landed(bars + 8 * (kt % STAGES));
+        }
 #if CLUSTER > 1
         sp24w_cluster_arrive();  // the exit barrier (below) counts every thread of the cluster
         sp24w_cluster_wait();

@@ -35,8 +35,9 @@ SKINNY_N = 64  # at most this many columns of B the product streams A once and i
 # at compile time and mma.sp follows
 HOPPER = (None, "sm_90", "sm_90a")
 WGMMA_MIN_MN = 256  # smaller M or N leave most SMs without a 128 x 256 tile: mma.sp's smaller tiles fit them
-WGMMA_START = {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 1,
-               "INFLIGHT": 0}  # CLUSTER 2 and INFLIGHT 1 not yet measured
+# H200, 4096^3 fp16 (bench/NOTES.md, session 9): B by TMA 241 -> 163 us at 128-column k-tiles of 64, 156 us at 128
+# with 3 stages; CLUSTER 2 and INFLIGHT 1 measured slower or no faster
+WGMMA_START = {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 1}
 ACTIVATIONS = {"none": 0, "relu": 1, "gelu_tanh": 2}
 # largest ||C - ref|| / ||ref|| by output type, for GELU epilogues (judged norm-wise): one rounding to C's type
 # dominates fp32 sums of K/2 exact products
@@ -200,8 +201,8 @@ class Sparse24Gemm(ProblemFamily):
         if spec.arch in HOPPER and min(features["M"], features["N"]) >= WGMMA_MIN_MN:
             wgmma = StrategyStart(
                 "sp24_wgmma_sp", WGMMA_START,
-                "128 x 256 tiles on wgmma.mma_async.sp: two consumer warpgroups of 64 x 256 fed by a producer "
-                "warpgroup (TMA for A and its metadata, cp.async for B) through 4 stages; compute-bound at "
+                "256 x 128 tiles on wgmma.mma_async.sp: two consumer warpgroups of 128 x 128 fed by one TMA "
+                "thread (A, its metadata and B) through 3 stages of 128 columns of K; compute-bound at "
                 f"{features['flops_per_byte']:.0f} flop/byte, so the Hopper sparse tensor-core rate is what counts")
             return [wgmma, tiled]
         return [tiled]
