@@ -50,11 +50,13 @@ case $what in
     python3 bench/ncu_digest.py "$out/sp24_wgmma_details.csv" | tee "$out/sp24_wgmma_digest.txt" | head -n 60
     python3 bench/ncu_digest.py --raw "$out/sp24_wgmma_raw.csv" > "$out/sp24_wgmma_raw_metrics.txt"
     ;;
-  sp24)  # the 2:4 suite's specs named by ONLY through the pipeline, each side by side with every baseline
+  sp24)  # the 2:4 suite's specs named by ONLY through the pipeline, each side by side with every baseline (a new
+    # results folder per call: a warm machine keeps the last one's)
+    res=$(mktemp -d /tmp/eval_sp24.XXXX)
     timeout ${EVAL_SECONDS:-500} sparseditto eval run sparse24 --only ${ONLY:-sparse24_fp16_8192,sparse24_fp16_decode} \
-      --budget ${BUDGET:-2} --out /tmp/eval_sp24 2>&1 | tail -n 20
-    cp /tmp/eval_sp24/results.jsonl "$out/eval_sp24_results.jsonl"; cp /tmp/eval_sp24/report.md "$out/eval_sp24_report.md" 2>/dev/null
-    tar -czf "$out/eval_sp24_runs.tgz" -C /tmp/eval_sp24 --exclude='*.cubin' --exclude='*.pkl' --exclude='checkpoints*' runs 2>/dev/null || true
+      --budget ${BUDGET:-2} --out $res 2>&1 | tail -n 20
+    cp $res/results.jsonl "$out/eval_sp24_results.jsonl"; cp $res/report.md "$out/eval_sp24_report.md" 2>/dev/null
+    tar -czf "$out/eval_sp24_runs.tgz" -C $res --exclude='*.cubin' --exclude='*.pkl' --exclude='checkpoints*' runs 2>/dev/null || true
     ;;
   final)
     for s in sparse24_fp16_4096 sparse24_fp16_decode; do

@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from typing import Any
 import structlog
 
 from sparseditto.settings import Settings
-from sparseditto.tools.profiler import ProfileSummary, run_ncu, summarize
+from sparseditto.tools.profiler import KernelProfile, ProfileSummary, run_ncu, summarize
 from sparseditto.tools.results import Feedback
 from sparseditto.tools.runner import BatchJob, RunJob, RunResult
 from sparseditto.tools.sanitizer import TOOLS, Finding, run_tool
@@ -146,29 +147,36 @@ def sanitizer_stage(job: RunJob, tmp: Path, timeout_s: float, instances: list[st
 _BASELINE_PROFILES: dict[str, ProfileSummary] = {}
 
 
+def split_profiles(profiles: list[KernelProfile], entries: Sequence[str]) -> tuple[list[KernelProfile], list[KernelProfile]]:
+    """The candidate's launches and the baseline's, from one profiled range where the candidate's sequence ran first:
+    the leading launches of the candidate's entries, then everything else."""
+    lead = next((i for i, p in enumerate(profiles) if p.kernel not in entries), len(profiles))
+    return profiles[:lead], profiles[lead:]
+
+
 def profile_stage(job: RunJob, tmp: Path, timeout_s: float, copy_bw_gbps: float | None, best_baseline: str | None) -> Feedback:
-    """Nsight Compute on the main shape; the best baseline is profiled once per spec and device for comparison."""
+    """Nsight Compute on the main shape; the best baseline is profiled once per spec and device for comparison, in
+    the same run as the candidate (one child, one instance, one tool start)."""
     start = time.perf_counter()
-    job_file, out_file = tmp / "job-profile.json", tmp / "result-profile.json"
-    job_file.write_text(job.model_dump_json())
     entries = [k.entry for k in job.candidate.kernels]
-    profiles, raw, code = run_ncu(_child_command(job_file, out_file), entries, timeout_s, profiled_range_only=True)
+    key = f"{job.spec.model_dump_json(exclude={'name', 'budget'})}|{best_baseline}"
+    with_baseline = best_baseline if best_baseline and key not in _BASELINE_PROFILES else None
+    job_file, out_file = tmp / "job-profile.json", tmp / "result-profile.json"
+    job_file.write_text(job.model_copy(update={"profile_baseline": with_baseline}).model_dump_json())
+    # with the baseline in the range every launch is profiled (its kernels' names are the library's)
+    found, raw, code = run_ncu(_child_command(job_file, out_file), [] if with_baseline else entries, timeout_s,
+                               profiled_range_only=True)
     keep_tool_output(f"ncu_{job.candidate.name}.csv", raw)
+    profiles, baseline_profiles = split_profiles(found, entries)
     if not profiles:
         last = raw.strip().splitlines()[-1] if raw.strip() else "no output"
         return Feedback(stage="profile", status="error", error_type="profiler_failure",
-                        message=f"ncu gave no metrics (exit code {code}): {last}")
+                        message=f"ncu gave no metrics of {', '.join(entries)} (exit code {code}): {last}")
     summary = summarize(profiles, copy_bw_gbps)
     evidence: dict[str, Any] = {"bottleneck": summary.bottleneck, "key_metrics": summary.key_metrics,
                                 "top_stalls": summary.top_stalls, "kernels": [p.model_dump() for p in summary.kernels]}
-    key = f"{job.spec.model_dump_json(exclude={'name', 'budget'})}|{best_baseline}"
-    if best_baseline and key not in _BASELINE_PROFILES:
-        base_file = tmp / "job-profile-baseline.json"
-        base_file.write_text(job.model_copy(update={"profile_baseline": best_baseline}).model_dump_json())
-        found, raw_base, _ = run_ncu(_child_command(base_file, out_file), [], timeout_s, profiled_range_only=True)
-        keep_tool_output(f"ncu_baseline_{best_baseline}.csv", raw_base)
-        if found:
-            _BASELINE_PROFILES[key] = summarize(found, copy_bw_gbps)
+    if with_baseline and baseline_profiles:
+        _BASELINE_PROFILES[key] = summarize(baseline_profiles, copy_bw_gbps)
     if key in _BASELINE_PROFILES:
         base = _BASELINE_PROFILES[key]
         evidence["baseline"] = {"name": best_baseline, "bottleneck": base.bottleneck, "key_metrics": base.key_metrics}

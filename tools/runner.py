@@ -66,6 +66,7 @@ class RunJob(BaseModel):
     # where the verify mode saves the sanitizer's instances, and which of them a sanitize run launches
     instances_path: str | None = None
     sanitize_instances: list[str] = []
+    # the profile mode's baseline, called after the candidate in the same profiled range (one Nsight Compute run)
     profile_baseline: str | None = None
 
     @field_validator("spec", mode="before")
@@ -637,23 +638,27 @@ def sanitize_job(job: RunJob) -> RunResult:
 
 
 def profile_job(job: RunJob) -> RunResult:
-    """One launch sequence of the candidate, or one call of the named baseline, inside the profiled range."""
+    """One launch sequence of the candidate, then one call of the named baseline if any, inside the profiled range,
+    on the timing instance (the one the verify run saved when it did, else made again from its seed)."""
     import cupy as cp
 
     family, info, module = _load(job)
-    problem = family.make_problem(job.spec, job.timing_seed)
+    saved = pickle.loads(Path(job.instances_path).read_bytes()) if job.instances_path and Path(job.instances_path).exists() else {}
+    problem = saved.get("main") or family.make_problem(job.spec, job.timing_seed)
     try:
         launcher = Launcher(job.candidate, module, problem, family, info, job.resources)
     except LaunchRejected as exc:
         return RunResult(device=info, feedback=[rejection(exc)], trials=[])
-    run = launcher.run
+    runs = [launcher.run]
     if job.profile_baseline:
-        run = {c.name: c for c in _baseline_calls(job, launcher.arrays, problem)}[job.profile_baseline].run
-    run()  # warm: module load and first-call setup stay outside the profiled range
+        runs.append({c.name: c for c in _baseline_calls(job, launcher.arrays, problem)}[job.profile_baseline].run)
+    for run in runs:  # warm: module load and first-call setup stay outside the profiled range
+        run()
     cp.cuda.Device().synchronize()
     cp.cuda.profiler.start()
-    run()
-    cp.cuda.Device().synchronize()
+    for run in runs:
+        run()
+        cp.cuda.Device().synchronize()
     cp.cuda.profiler.stop()
     return RunResult(device=info, feedback=[], trials=[])
 

@@ -242,6 +242,15 @@ def bf16(bits):
     return to_float64(np.asarray(bits, np.uint16), "bf16")
 
 
+def block_tile(kern, grid, bx, by):
+    """sp24w_tile: the (m0, n0) of block (bx, by)."""
+    cols, rows = grid[0] // kern.CLUSTER, grid[1]
+    linear = by * cols + bx // kern.CLUSTER
+    first = linear // (kern.RASTER * cols) * kern.RASTER
+    height = min(rows - first, kern.RASTER)
+    within = linear - first * cols
+    return (first + within % height) * kern.BM, ((within // height) * kern.CLUSTER + bx % kern.CLUSTER) * kern.BN
+
 # ---- the whole kernel ---------------------------------------------------------------------------------------------
 
 def emulate(p, params, dtype, pair_swap=False, a_mode=2):
@@ -255,9 +264,14 @@ def emulate(p, params, dtype, pair_swap=False, a_mode=2):
     cluster = [evaluate(e, env) for e in KERNEL.kernels[0].cluster]
     assert cluster == [kern.CLUSTER, 1, 1] and grid[0] % cluster[0] == 0 and grid[1] == -(-M // kern.BM)
     assert grid[0] * kern.BN >= N > (grid[0] - kern.CLUSTER) * kern.BN  # every column, no cluster without one
+    done = []
     for by in range(grid[1]):
         for bx0 in range(0, grid[0], kern.CLUSTER):  # one cluster: blocks bx0 .. bx0 + CLUSTER - 1, same rows
-            m0, n0s = by * kern.BM, [(bx0 + r) * kern.BN for r in range(kern.CLUSTER)]
+            taken = [block_tile(kern, grid, bx0 + r, by) for r in range(kern.CLUSTER)]
+            (m0,) = {m for m, _ in taken}
+            n0s = [n for _, n in taken]
+            assert n0s == [n0s[0] + r * kern.BN for r in range(kern.CLUSTER)]  # the multicast's peers: neighbours
+            done += taken
             smems = [Smem(kern.STAGES * kern.stage_bytes) for _ in n0s]
             # never zeroed: scale-d 0 first
             accs = [np.full((2, kern.slabs, 4, 32, kern.acc), np.nan) for _ in n0s]
@@ -270,6 +284,7 @@ def emulate(p, params, dtype, pair_swap=False, a_mode=2):
                     consume(kern, smem, acc, stage, kt, value, pair_swap, a_mode)
             for n0, acc in zip(n0s, accs):
                 store(kern, C, acc, m0, n0)
+    assert sorted(done) == [(m * kern.BM, n * kern.BN) for m in range(grid[1]) for n in range(grid[0])]
     return C
 
 
@@ -308,26 +323,30 @@ def store(kern, C, acc, m0, n0):
 CASES = [
     # whole slabs past M, K not a multiple of BK (half a tile of zero fill), N a multiple of 8 with a tail in the
     # second 64-column block of the last tile: the cp.async path
-    ("fp16", {"BM": 128, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "BTMA": 0}, (208, 320, 200)),
+    ("fp16", {"BM": 128, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "BTMA": 0, "RASTER": 1}, (208, 320, 200)),
     # two slabs per consumer, N not a multiple of 8 and past 64 columns: the element path
-    ("bf16", {"BM": 256, "BN": 128, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 1, "BTMA": 0}, (272, 192, 125)),
+    ("bf16", {"BM": 256, "BN": 128, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 1, "BTMA": 0, "RASTER": 1}, (272, 192, 125)),
     # clusters of two sharing A: 3 column tiles, so the last cluster's second block lies wholly past N; rows past M
     # in the second block row, whose share of A (rows 128 .. 255) is all zero fill; the element path
-    ("fp16", {"BM": 256, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 2, "BTMA": 0}, (272, 128, 140)),
+    ("fp16", {"BM": 256, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 2, "BTMA": 0, "RASTER": 1}, (272, 128, 140)),
     # one slab per consumer (each block's share is the other's slab), BK = 128 (two A boxes per stage), N a multiple
     # of 8: the cp.async path
-    ("bf16", {"BM": 128, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 2, "BTMA": 0}, (144, 192, 384)),
+    ("bf16", {"BM": 128, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 2, "BTMA": 0, "RASTER": 1}, (144, 192, 384)),
     # B by TMA: the 64-column boxes, zero past K (half a tile) and past N (the second block of the last tile)
-    ("fp16", {"BM": 128, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "BTMA": 1}, (208, 320, 200)),
+    ("fp16", {"BM": 128, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "BTMA": 1, "RASTER": 1}, (208, 320, 200)),
     # B by TMA in clusters: the last cluster's second block's boxes lie wholly past N (all zero fill)
-    ("bf16", {"BM": 256, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 2, "BTMA": 1}, (272, 128, 136)),
+    ("bf16", {"BM": 256, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 2, "BTMA": 1, "RASTER": 1}, (272, 128, 136)),
     # BTMA = 1 with N not a multiple of 8: the element path
-    ("bf16", {"BM": 256, "BN": 128, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 1, "BTMA": 1}, (272, 192, 125)),
+    ("bf16", {"BM": 256, "BN": 128, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 1, "BTMA": 1, "RASTER": 1}, (272, 192, 125)),
+    # tiles in groups of 4 rows swept column by column, a last group of 1 row (5 tile rows)
+    ("fp16", {"BM": 128, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 1, "BTMA": 1, "RASTER": 4}, (560, 128, 200)),
+    # the same with clusters of two: the peers stay neighbours in their row
+    ("bf16", {"BM": 128, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 2, "BTMA": 1, "RASTER": 4}, (560, 128, 200)),
 ]
 
 
 @pytest.mark.parametrize(("dtype", "params", "shape"), CASES,
-                         ids=[f"{c[0]}-cluster{c[1]['CLUSTER']}-btma{c[1]['BTMA']}-{c[1]['BM']}x{c[1]['BN']}-n{c[2][2]}"
+                         ids=[f"{c[0]}-cluster{c[1]['CLUSTER']}-btma{c[1]['BTMA']}-raster{c[1]['RASTER']}-{c[1]['BM']}x{c[1]['BN']}-n{c[2][2]}"
                               for c in CASES])
 def test_emulated_kernel_gives_a_times_b(dtype, params, shape):
     M, K, N = shape
@@ -335,16 +354,32 @@ def test_emulated_kernel_gives_a_times_b(dtype, params, shape):
     np.testing.assert_allclose(emulate(p, params, dtype), A @ B, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("cluster", [1, 2])
+@pytest.mark.parametrize("raster", [1, 4, 8, 16])
+def test_the_tile_order_covers_every_tile_once_and_keeps_the_resident_blocks_in_a_band(raster, cluster):
+    """The first RASTER * clusters-per-row blocks launched take RASTER whole tile rows' worth of columns from the first
+    tile rows only; every tile is taken once, whatever the grid."""
+    kern = Kernel({"BM": 128, "BN": 128, "CLUSTER": cluster, "RASTER": raster, "BK": 64, "STAGES": 3})
+    for rows, cols in ((1, 2), (5, 8), (21, 6), (32, 64), (33, 14)):
+        grid = (cols, rows)
+        order = [block_tile(kern, grid, bx, by) for by in range(rows) for bx in range(cols)]
+        assert sorted(order) == [(m * 128, n * 128) for m in range(rows) for n in range(cols)]
+        band = order[:min(raster, rows) * cols]
+        assert {m // 128 for m, _ in band} == set(range(min(raster, rows)))
+        if raster > 1 and rows >= raster:
+            assert order[cluster][0] == 128  # the second cluster launched is the next row's, not the next column's
+
+
 def test_a_wrong_metadata_lane_pair_changes_the_product():
     p, A, B = problem("fp16", 128, 64, 64, seed=8)
-    params = {"BM": 128, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 1, "BTMA": 0}
+    params = {"BM": 128, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 1, "BTMA": 0, "RASTER": 1}
     assert not np.allclose(emulate(p, params, "fp16", pair_swap=True), A @ B)
 
 
 def test_a_wrong_swizzle_in_the_a_descriptor_changes_the_product():
     """128-byte instead of the 64-byte swizzle TMA wrote: rows read their compressed values from the wrong chunks."""
     p, A, B = problem("bf16", 128, 64, 64, seed=9)
-    params = {"BM": 128, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 1, "BTMA": 0}
+    params = {"BM": 128, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 1, "BTMA": 0, "RASTER": 1}
     assert not np.allclose(emulate(p, params, "bf16", a_mode=1), A @ B)
 
 
@@ -355,8 +390,8 @@ def test_stored_metadata_has_no_zero_word():
 
 
 def test_shared_memory_holds_stages_barriers_and_alignment():
-    for params in ({"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 2, "CLUSTER": 1, "BTMA": 0},
-                   {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 2, "CLUSTER": 2, "BTMA": 0}):
+    for params in ({"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 2, "CLUSTER": 1, "BTMA": 0, "RASTER": 1},
+                   {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 2, "CLUSTER": 2, "BTMA": 0, "RASTER": 1}):
         kern = Kernel(params)
         declared = evaluate(KERNEL.kernels[0].shared_bytes, kern.env)
         assert declared == kern.STAGES * kern.stage_bytes + 16 * kern.STAGES + 1024  # stages, barriers, rounding
@@ -646,14 +681,14 @@ def test_a_block_leaving_without_the_cluster_barrier_can_still_be_written():
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 @pytest.mark.parametrize("params", [
-    WGMMA_START, {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 0},
-    {"BM": 128, "BN": 64, "BK": 64, "STAGES": 6, "LAG": 4, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 0},
-    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2, "INFLIGHT": 0, "BTMA": 0},
-    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 1, "INFLIGHT": 1, "BTMA": 0},
-    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2, "INFLIGHT": 1, "BTMA": 0},
-    {"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 1, "BTMA": 0},
-    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 1, "INFLIGHT": 1, "BTMA": 1},
-    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2, "INFLIGHT": 0, "BTMA": 1}],
+    WGMMA_START, {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 0, "RASTER": 1},
+    {"BM": 128, "BN": 64, "BK": 64, "STAGES": 6, "LAG": 4, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 0, "RASTER": 1},
+    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2, "INFLIGHT": 0, "BTMA": 0, "RASTER": 1},
+    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 1, "INFLIGHT": 1, "BTMA": 0, "RASTER": 1},
+    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2, "INFLIGHT": 1, "BTMA": 0, "RASTER": 1},
+    {"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 1, "BTMA": 0, "RASTER": 1},
+    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 1, "INFLIGHT": 1, "BTMA": 1, "RASTER": 1},
+    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2, "INFLIGHT": 0, "BTMA": 1, "RASTER": 1}],
     ids=["start", "tall", "narrow", "cluster", "inflight", "inflight-cluster", "inflight-wide", "btma-inflight", "btma-cluster"])
 def test_kernel_passes_the_compile_only_verifier(dtype, params):
     spec = parse_spec({"operation": "spmm", "pattern": {"kind": "n_m"}, "M": 4096, "K": 4096, "N": 4096, "dtype": dtype,

@@ -49,3 +49,55 @@ def test_classification_against_the_measured_ceilings():
                                 stall_long_scoreboard=12.0, stall_barrier=1.0), 4000.0)
     assert waiting.bottleneck == "latency"
     assert waiting.top_stalls[0] == "long_scoreboard" and "memory loads" in waiting.advice
+
+
+def test_one_ncu_run_profiles_the_candidate_then_its_baseline_once_per_spec(monkeypatch, tmp_path):
+    """The profile stage starts Nsight Compute once: the candidate's launches, then the best baseline's call in the
+    same range (every launch profiled), split by the candidate's entry names; a later candidate of the same spec is
+    profiled alone (its entries only) and shown beside the baseline's summary kept from the first."""
+    from sparseditto.knowledge_base.library import get_kernel
+    from sparseditto.spec import parse_spec
+    from sparseditto.tools import gpu_stages
+    from sparseditto.tools.runner import RunJob
+
+    candidate = get_kernel("spmv_csr_vec4").instantiate({"GROUP": 2, "UNROLL": 2, "BLOCK": 256, "HINT": 1, "XL": 0})
+    entry = candidate.kernels[0].entry
+    mine = [p.model_copy(update={"kernel": entry}) for p in parse_ncu_csv((FIXTURES / "ncu_naive.csv").read_text())]
+    library = parse_ncu_csv((FIXTURES / "ncu_baseline_cusparse_spmm_csr_alg3_row.csv").read_text())
+    calls = []
+
+    def run_ncu(program, kernels, timeout_s, profiled_range_only=True):
+        job = RunJob.model_validate_json(Path(program[-2]).read_text())
+        calls.append((job.profile_baseline, list(kernels)))
+        return (mine + library if job.profile_baseline else mine), "", 0
+
+    monkeypatch.setattr(gpu_stages, "run_ncu", run_ncu)
+    monkeypatch.setattr(gpu_stages, "_BASELINE_PROFILES", {})
+    spec = parse_spec({"operation": "spmv", "M": 5000, "K": 5000, "pattern": {"distribution": "uniform", "nnz_per_row": 8}})
+    job = RunJob(candidate=candidate, spec=spec, cubin_path="x.cubin", resources={}, seeds=[1], held_out_shapes=[],
+                 timing_seed=2, mode="profile")
+    first = gpu_stages.profile_stage(job, tmp_path, 60.0, 4000.0, "cusparse_spmv_default")
+    assert calls == [("cusparse_spmv_default", [])]
+    assert [k["kernel"] for k in first.evidence["kernels"]] == [entry]  # the library's launches are not the candidate's
+    assert first.evidence["baseline"]["name"] == "cusparse_spmv_default"
+    assert first.evidence["baseline"]["key_metrics"] == summarize(library, 4000.0).key_metrics
+    second = gpu_stages.profile_stage(job, tmp_path, 60.0, 4000.0, "cusparse_spmv_default")
+    assert calls[1] == (None, [entry]) and second.evidence["baseline"] == first.evidence["baseline"]
+
+
+def test_a_run_without_the_candidates_launches_is_a_profiler_failure(monkeypatch, tmp_path):
+    from sparseditto.knowledge_base.library import get_kernel
+    from sparseditto.spec import parse_spec
+    from sparseditto.tools import gpu_stages
+    from sparseditto.tools.runner import RunJob
+
+    library = parse_ncu_csv((FIXTURES / "ncu_baseline_cusparse_spmm_csr_alg3_row.csv").read_text())
+    monkeypatch.setattr(gpu_stages, "run_ncu", lambda *a, **k: (library, "==ERR== the candidate failed", 1))
+    monkeypatch.setattr(gpu_stages, "_BASELINE_PROFILES", {})
+    candidate = get_kernel("spmv_csr_vec4").instantiate({"GROUP": 2, "UNROLL": 2, "BLOCK": 256, "HINT": 1, "XL": 0})
+    spec = parse_spec({"operation": "spmv", "M": 500, "K": 500, "pattern": {"distribution": "uniform", "nnz_per_row": 8}})
+    job = RunJob(candidate=candidate, spec=spec, cubin_path="x.cubin", resources={}, seeds=[1], held_out_shapes=[],
+                 timing_seed=2, mode="profile")
+    report = gpu_stages.profile_stage(job, tmp_path, 60.0, 4000.0, "cusparse_spmv_default")
+    assert report.status == "error" and report.error_type == "profiler_failure"
+    assert "the candidate failed" in report.message

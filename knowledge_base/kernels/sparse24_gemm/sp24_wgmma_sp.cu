@@ -41,6 +41,7 @@ parameters:
   CLUSTER: [1, 2]  # blocks along grid x (same rows of C) that share each A tile by TMA multicast
   INFLIGHT: [0, 1]  # wgmma groups a consumer leaves in flight when it moves to the next tile
   BTMA: [0, 1]  # B through TMA when N is a multiple of 8 (cp.async otherwise)
+  RASTER: [1, 4, 8, 16]  # tile rows swept together, column by column (1: row by row, the launch order)
 constraints:  # over the parameters and the problem symbols; a choice breaking one is never tried
   - "value_bytes == 2"
   # the producer signals tile t once it issued t + LAG, while the consumer waiting for t still holds its INFLIGHT
@@ -169,6 +170,20 @@ __device__ __forceinline__ void sp24w_arrive_remote(unsigned bar, int rank) {
 __device__ __forceinline__ void sp24w_cluster_arrive() { asm volatile("barrier.cluster.arrive.release;" ::: "memory"); }
 __device__ __forceinline__ void sp24w_cluster_wait() { asm volatile("barrier.cluster.wait.acquire;" ::: "memory"); }
 #endif
+
+// The tile of C this block computes. Blocks launch in order of their linear index (x fastest); consecutive indices take
+// the tiles of RASTER tile rows column by column (a cluster's blocks stay neighbours in a row), so that the blocks
+// resident at once read a band of A rows and of B columns that fits L2, instead of every column of B for one or two
+// rows of tiles (at 8192^3, 134 MB of B against 50 MB of L2). RASTER = 1 is the launch order itself.
+__device__ __forceinline__ void sp24w_tile(int& m0, int& n0) {
+    const int cols = gridDim.x / CLUSTER, rows = gridDim.y;  // clusters per tile row, tile rows
+    const int linear = blockIdx.y * cols + blockIdx.x / CLUSTER;
+    const int first = linear / (RASTER * cols) * RASTER;  // the group's first tile row
+    const int height = min(rows - first, RASTER);  // the last group may be shorter
+    const int within = linear - first * cols;
+    m0 = (first + within % height) * BM;
+    n0 = ((within / height) * CLUSTER + (int)(blockIdx.x % CLUSTER)) * BN;
+}
 
 // Matrix descriptor: start, leading and stride byte offsets (all >> 4) and the swizzle mode (1: 128B, 2: 64B).
 __device__ __forceinline__ unsigned long long sp24w_desc(unsigned addr, unsigned lead, unsigned stride, unsigned mode) {
@@ -318,7 +333,8 @@ sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_cons
     unsigned char* smem = sp24w_raw + ((1024 - (sp24w_smem(sp24w_raw) & 1023)) & 1023);
     const unsigned bars = sp24w_smem(smem + STAGES * STAGE_BYTES);  // full[s] at 8s, empty[s] at 8(STAGES + s)
     const int tid = threadIdx.x, wg = tid / 128;
-    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;  // with CLUSTER > 1 n0 may lie past N: nothing is stored
+    int m0, n0;  // with CLUSTER > 1 n0 may lie past N: nothing is stored
+    sp24w_tile(m0, n0);
     const int tiles = (K + BK - 1) / BK;
     const int rank = sp24w_rank();  // this block's share of the A and metadata boxes
     const bool b_tma = BTMA && N % 8 == 0;  // B by TMA (tmap_B is B itself only then)
