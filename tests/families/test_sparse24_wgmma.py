@@ -242,10 +242,8 @@ def bf16(bits):
     return to_float64(np.asarray(bits, np.uint16), "bf16")
 
 
-def block_tile(kern, grid, bx, by):
-    """sp24w_tile: the (m0, n0) of block (bx, by)."""
-    cols, rows = grid[0] // kern.CLUSTER, grid[1]
-    linear = by * cols + bx // kern.CLUSTER
+def tile_of(kern, linear, cols, rows, bx):
+    """sp24w_tile: the (m0, n0) of tile `linear` for the block of grid index bx."""
     first = linear // (kern.RASTER * cols) * kern.RASTER
     height = min(rows - first, kern.RASTER)
     within = linear - first * cols
@@ -253,38 +251,55 @@ def block_tile(kern, grid, bx, by):
 
 # ---- the whole kernel ---------------------------------------------------------------------------------------------
 
-def emulate(p, params, dtype, pair_swap=False, a_mode=2):
+def block_tile(kern, grid, bx, by):
+    """The one tile of block (bx, by) without PERSIST."""
+    cols = grid[0] // kern.CLUSTER
+    return tile_of(kern, by * cols + bx // kern.CLUSTER, cols, grid[1], bx)
+
+
+def emulate(p, params, dtype, pair_swap=False, a_mode=2, num_sms=3):
     kern = Kernel(params)
     M, K, N = (p.symbols[x] for x in ("M", "K", "N"))
     value = f16 if dtype == "fp16" else bf16
     tiles = -(-K // kern.BK)
     C = np.full((M, N), np.nan)
-    env = {**kern.env, "M": M, "K": K, "N": N}
+    env = {**kern.env, "M": M, "K": K, "N": N, "num_sms": num_sms}
     grid = [evaluate(e, env) for e in KERNEL.kernels[0].grid]
     cluster = [evaluate(e, env) for e in KERNEL.kernels[0].cluster]
-    assert cluster == [kern.CLUSTER, 1, 1] and grid[0] % cluster[0] == 0 and grid[1] == -(-M // kern.BM)
-    assert grid[0] * kern.BN >= N > (grid[0] - kern.CLUSTER) * kern.BN  # every column, no cluster without one
+    assert cluster == [kern.CLUSTER, 1, 1] and grid[0] % cluster[0] == 0
+    cols, rows = -(-N // kern.BN), -(-M // kern.BM)  # tiles of C
+    if kern.PERSIST:  # grid[0] blocks, each taking every grid[0]-th tile
+        assert grid[1] == 1 and grid[0] == min(cols * rows, num_sms)
+        work = [([b], list(range(b, cols * rows, grid[0])), cols, rows) for b in range(grid[0])]
+    else:  # a block per tile; one cluster: blocks bx0 .. bx0 + CLUSTER - 1, same rows
+        assert grid[1] == rows and grid[0] * kern.BN >= N > (grid[0] - kern.CLUSTER) * kern.BN  # no empty cluster
+        work = [(list(range(bx0, bx0 + kern.CLUSTER)), [by * (grid[0] // kern.CLUSTER) + bx0 // kern.CLUSTER],
+                 grid[0] // kern.CLUSTER, rows) for by in range(grid[1]) for bx0 in range(0, grid[0], kern.CLUSTER)]
     done = []
-    for by in range(grid[1]):
-        for bx0 in range(0, grid[0], kern.CLUSTER):  # one cluster: blocks bx0 .. bx0 + CLUSTER - 1, same rows
-            taken = [block_tile(kern, grid, bx0 + r, by) for r in range(kern.CLUSTER)]
+    for bxs, linears, tile_cols, tile_rows in work:
+        smems = [Smem(kern.STAGES * kern.stage_bytes) for _ in bxs]
+        # never zeroed, and kept from one tile to the next: scale-d 0 first
+        accs = [np.full((2, kern.slabs, 4, 32, kern.acc), np.nan) for _ in bxs]
+        it = 0  # k-tiles over all the block's tiles: the stage and its round
+        for linear in linears:
+            taken = [tile_of(kern, linear, tile_cols, tile_rows, bx) for bx in bxs]
             (m0,) = {m for m, _ in taken}
             n0s = [n for _, n in taken]
             assert n0s == [n0s[0] + r * kern.BN for r in range(kern.CLUSTER)]  # the multicast's peers: neighbours
             done += taken
-            smems = [Smem(kern.STAGES * kern.stage_bytes) for _ in n0s]
-            # never zeroed: scale-d 0 first
-            accs = [np.full((2, kern.slabs, 4, 32, kern.acc), np.nan) for _ in n0s]
             for kt in range(tiles):
-                s = kt % kern.STAGES
+                s = it % kern.STAGES
                 announced, credited = fill_stage(kern, smems, s, p, kt, m0, n0s)
                 assert announced == credited, "expect_tx must equal the bytes the copies deliver"
                 stage = SMEM_BASE + s * kern.stage_bytes
                 for smem, acc in zip(smems, accs):
                     consume(kern, smem, acc, stage, kt, value, pair_swap, a_mode)
+                it += 1
             for n0, acc in zip(n0s, accs):
                 store(kern, C, acc, m0, n0)
-    assert sorted(done) == [(m * kern.BM, n * kern.BN) for m in range(grid[1]) for n in range(grid[0])]
+    blocks_x = kern.CLUSTER * -(-cols // kern.CLUSTER)  # a cluster's second block may lie past N
+    assert sorted(done) == [(m * kern.BM, n * kern.BN) for m in range(rows)
+                            for n in range(blocks_x if not kern.PERSIST else cols)]
     return C
 
 
@@ -323,30 +338,34 @@ def store(kern, C, acc, m0, n0):
 CASES = [
     # whole slabs past M, K not a multiple of BK (half a tile of zero fill), N a multiple of 8 with a tail in the
     # second 64-column block of the last tile: the cp.async path
-    ("fp16", {"BM": 128, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "BTMA": 0, "RASTER": 1}, (208, 320, 200)),
+    ("fp16", {"BM": 128, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "BTMA": 0, "RASTER": 1, "PERSIST": 0}, (208, 320, 200)),
     # two slabs per consumer, N not a multiple of 8 and past 64 columns: the element path
-    ("bf16", {"BM": 256, "BN": 128, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 1, "BTMA": 0, "RASTER": 1}, (272, 192, 125)),
+    ("bf16", {"BM": 256, "BN": 128, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 1, "BTMA": 0, "RASTER": 1, "PERSIST": 0}, (272, 192, 125)),
     # clusters of two sharing A: 3 column tiles, so the last cluster's second block lies wholly past N; rows past M
     # in the second block row, whose share of A (rows 128 .. 255) is all zero fill; the element path
-    ("fp16", {"BM": 256, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 2, "BTMA": 0, "RASTER": 1}, (272, 128, 140)),
+    ("fp16", {"BM": 256, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 2, "BTMA": 0, "RASTER": 1, "PERSIST": 0}, (272, 128, 140)),
     # one slab per consumer (each block's share is the other's slab), BK = 128 (two A boxes per stage), N a multiple
     # of 8: the cp.async path
-    ("bf16", {"BM": 128, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 2, "BTMA": 0, "RASTER": 1}, (144, 192, 384)),
+    ("bf16", {"BM": 128, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 2, "BTMA": 0, "RASTER": 1, "PERSIST": 0}, (144, 192, 384)),
     # B by TMA: the 64-column boxes, zero past K (half a tile) and past N (the second block of the last tile)
-    ("fp16", {"BM": 128, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "BTMA": 1, "RASTER": 1}, (208, 320, 200)),
+    ("fp16", {"BM": 128, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "BTMA": 1, "RASTER": 1, "PERSIST": 0}, (208, 320, 200)),
     # B by TMA in clusters: the last cluster's second block's boxes lie wholly past N (all zero fill)
-    ("bf16", {"BM": 256, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 2, "BTMA": 1, "RASTER": 1}, (272, 128, 136)),
+    ("bf16", {"BM": 256, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 2, "BTMA": 1, "RASTER": 1, "PERSIST": 0}, (272, 128, 136)),
     # BTMA = 1 with N not a multiple of 8: the element path
-    ("bf16", {"BM": 256, "BN": 128, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 1, "BTMA": 1, "RASTER": 1}, (272, 192, 125)),
+    ("bf16", {"BM": 256, "BN": 128, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 1, "BTMA": 1, "RASTER": 1, "PERSIST": 0}, (272, 192, 125)),
     # tiles in groups of 4 rows swept column by column, a last group of 1 row (5 tile rows)
-    ("fp16", {"BM": 128, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 1, "BTMA": 1, "RASTER": 4}, (560, 128, 200)),
+    ("fp16", {"BM": 128, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 1, "BTMA": 1, "RASTER": 4, "PERSIST": 0}, (560, 128, 200)),
     # the same with clusters of two: the peers stay neighbours in their row
-    ("bf16", {"BM": 128, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 2, "BTMA": 1, "RASTER": 4}, (560, 128, 200)),
+    ("bf16", {"BM": 128, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 2, "BTMA": 1, "RASTER": 4, "PERSIST": 0}, (560, 128, 200)),
+    # persistent: 3 blocks over 5 x 4 tiles, bands of 4 rows, the accumulators and the stage rounds carried from
+    # tile to tile; B by TMA, then by cp.async (N not a multiple of 8, 5 k-tiles per tile against 3 stages)
+    ("fp16", {"BM": 128, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "BTMA": 1, "RASTER": 4, "PERSIST": 1}, (560, 128, 200)),
+    ("bf16", {"BM": 128, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 1, "BTMA": 1, "RASTER": 1, "PERSIST": 1}, (560, 320, 197)),
 ]
 
 
 @pytest.mark.parametrize(("dtype", "params", "shape"), CASES,
-                         ids=[f"{c[0]}-cluster{c[1]['CLUSTER']}-btma{c[1]['BTMA']}-raster{c[1]['RASTER']}-{c[1]['BM']}x{c[1]['BN']}-n{c[2][2]}"
+                         ids=[f"{c[0]}-cluster{c[1]['CLUSTER']}-btma{c[1]['BTMA']}-raster{c[1]['RASTER']}-persist{c[1]['PERSIST']}-{c[1]['BM']}x{c[1]['BN']}-n{c[2][2]}"
                               for c in CASES])
 def test_emulated_kernel_gives_a_times_b(dtype, params, shape):
     M, K, N = shape
@@ -372,14 +391,14 @@ def test_the_tile_order_covers_every_tile_once_and_keeps_the_resident_blocks_in_
 
 def test_a_wrong_metadata_lane_pair_changes_the_product():
     p, A, B = problem("fp16", 128, 64, 64, seed=8)
-    params = {"BM": 128, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 1, "BTMA": 0, "RASTER": 1}
+    params = {"BM": 128, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 1, "BTMA": 0, "RASTER": 1, "PERSIST": 0}
     assert not np.allclose(emulate(p, params, "fp16", pair_swap=True), A @ B)
 
 
 def test_a_wrong_swizzle_in_the_a_descriptor_changes_the_product():
     """128-byte instead of the 64-byte swizzle TMA wrote: rows read their compressed values from the wrong chunks."""
     p, A, B = problem("bf16", 128, 64, 64, seed=9)
-    params = {"BM": 128, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 1, "BTMA": 0, "RASTER": 1}
+    params = {"BM": 128, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 1, "BTMA": 0, "RASTER": 1, "PERSIST": 0}
     assert not np.allclose(emulate(p, params, "bf16", a_mode=1), A @ B)
 
 
@@ -390,8 +409,8 @@ def test_stored_metadata_has_no_zero_word():
 
 
 def test_shared_memory_holds_stages_barriers_and_alignment():
-    for params in ({"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 2, "CLUSTER": 1, "BTMA": 0, "RASTER": 1},
-                   {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 2, "CLUSTER": 2, "BTMA": 0, "RASTER": 1}):
+    for params in ({"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 2, "CLUSTER": 1, "BTMA": 0, "RASTER": 1, "PERSIST": 0},
+                   {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 2, "CLUSTER": 2, "BTMA": 0, "RASTER": 1, "PERSIST": 0}):
         kern = Kernel(params)
         declared = evaluate(KERNEL.kernels[0].shared_bytes, kern.env)
         assert declared == kern.STAGES * kern.stage_bytes + 16 * kern.STAGES + 1024  # stages, barriers, rounding
@@ -681,15 +700,17 @@ def test_a_block_leaving_without_the_cluster_barrier_can_still_be_written():
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 @pytest.mark.parametrize("params", [
-    WGMMA_START, {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 0, "RASTER": 1},
-    {"BM": 128, "BN": 64, "BK": 64, "STAGES": 6, "LAG": 4, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 0, "RASTER": 1},
-    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2, "INFLIGHT": 0, "BTMA": 0, "RASTER": 1},
-    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 1, "INFLIGHT": 1, "BTMA": 0, "RASTER": 1},
-    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2, "INFLIGHT": 1, "BTMA": 0, "RASTER": 1},
-    {"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 1, "BTMA": 0, "RASTER": 1},
-    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 1, "INFLIGHT": 1, "BTMA": 1, "RASTER": 1},
-    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2, "INFLIGHT": 0, "BTMA": 1, "RASTER": 1}],
-    ids=["start", "tall", "narrow", "cluster", "inflight", "inflight-cluster", "inflight-wide", "btma-inflight", "btma-cluster"])
+    WGMMA_START, {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 0, "RASTER": 1, "PERSIST": 0},
+    {"BM": 128, "BN": 64, "BK": 64, "STAGES": 6, "LAG": 4, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 0, "RASTER": 1, "PERSIST": 0},
+    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2, "INFLIGHT": 0, "BTMA": 0, "RASTER": 1, "PERSIST": 0},
+    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 1, "INFLIGHT": 1, "BTMA": 0, "RASTER": 1, "PERSIST": 0},
+    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2, "INFLIGHT": 1, "BTMA": 0, "RASTER": 1, "PERSIST": 0},
+    {"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 1, "BTMA": 0, "RASTER": 1, "PERSIST": 0},
+    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 1, "INFLIGHT": 1, "BTMA": 1, "RASTER": 1, "PERSIST": 0},
+    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2, "INFLIGHT": 0, "BTMA": 1, "RASTER": 1, "PERSIST": 0},
+    {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 1, "RASTER": 8, "PERSIST": 1}],
+    ids=["start", "tall", "narrow", "cluster", "inflight", "inflight-cluster", "inflight-wide", "btma-inflight", "btma-cluster",
+         "persistent"])
 def test_kernel_passes_the_compile_only_verifier(dtype, params):
     spec = parse_spec({"operation": "spmm", "pattern": {"kind": "n_m"}, "M": 4096, "K": 4096, "N": 4096, "dtype": dtype,
                        "arch": "sm_90a", "epilogue": {"bias": True, "activation": "gelu_tanh", "alpha": True}})

@@ -102,16 +102,17 @@ def _hopper_2to4_listing(params, dtype="fp16", patch=None):
 
 @pytest.mark.skipif(find_disassembler() is None, reason="nvdisasm not installed")
 def test_the_shipped_hopper_2to4_kernel_retires_each_group_before_loading_the_next_metadata():
-    for params in ({"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 3, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 0, "RASTER": 1},
-                   {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 0, "RASTER": 1},
-                   {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2, "INFLIGHT": 0, "BTMA": 0, "RASTER": 1},
-                   {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 1, "RASTER": 1}):
+    for params in ({"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 3, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 0, "RASTER": 1, "PERSIST": 0},
+                   {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 0, "RASTER": 1, "PERSIST": 0},
+                   {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2, "INFLIGHT": 0, "BTMA": 0, "RASTER": 1, "PERSIST": 0},
+                   {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 1, "RASTER": 1, "PERSIST": 0},
+                   {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 1, "RASTER": 8, "PERSIST": 1}):
         assert wgmma_register_hazards(_hopper_2to4_listing(params)) == []
 
 
-INFLIGHT_PARAMS = [{"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 1, "INFLIGHT": 1, "BTMA": 0, "RASTER": 1},
-                   {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2, "INFLIGHT": 1, "BTMA": 0, "RASTER": 1},
-                   {"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 1, "BTMA": 0, "RASTER": 1}]
+INFLIGHT_PARAMS = [{"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 1, "INFLIGHT": 1, "BTMA": 0, "RASTER": 1, "PERSIST": 0},
+                   {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2, "INFLIGHT": 1, "BTMA": 0, "RASTER": 1, "PERSIST": 0},
+                   {"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 1, "BTMA": 0, "RASTER": 1, "PERSIST": 0}]
 
 
 @pytest.mark.skipif(find_disassembler() is None, reason="nvdisasm not installed")
@@ -128,8 +129,8 @@ def test_one_group_in_flight_across_tiles_keeps_its_metadata_words_apart(params,
 def _one_array_in_flight(source: str) -> str:
     """The loop of INFLIGHT = 0 (one array of words, loaded at the top of each tile) leaving one group in flight:
     the version that measured wrong on the H200."""
-    wait = 'asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");\n        sp24w_pin(acc);\n        sp24w_release('
-    end = "#else\n    // One group in flight"
+    wait = 'asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");\n            sp24w_pin(acc);\n            sp24w_release('
+    end = "#else\n        // One tile of C per block (PERSIST is 0), one group in flight"
     assert source.count(wait) == 1 and source.count(end) == 1
     source = source.replace(wait, wait.replace("aligned 0", "aligned 1"))
     return source.replace(end, 'asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");\n' + end)

@@ -30,7 +30,10 @@ summary: >
   CLUSTER = 2 pairs the blocks of two neighbouring column tiles (same rows) in a thread-block cluster along grid x
   that share the A tile: each block's TMA thread loads half of the A and metadata rows of a stage and multicasts them
   to both blocks, so L2 serves each A byte once per cluster; a stage is refilled only once the consumers of both
-  blocks released it (each consumer warp arrives on its own block's empty barrier and on its peer's).
+  blocks released it (each consumer warp arrives on its own block's empty barrier and on its peer's). RASTER orders
+  the tiles in bands of tile rows (L2 reuse of B at large N); PERSIST = 1 launches one block per SM that loops over
+  tiles, the stages' rounds counted across tiles, so that the producer loads the next tile while the consumers store
+  this one (not yet measured; CLUSTER 1 and INFLIGHT 0 only).
 preparation: epilogue_operands
 parameters:
   BM: [128, 256]
@@ -42,6 +45,7 @@ parameters:
   INFLIGHT: [0, 1]  # wgmma groups a consumer leaves in flight when it moves to the next tile
   BTMA: [0, 1]  # B through TMA when N is a multiple of 8 (cp.async otherwise)
   RASTER: [1, 4, 8, 16]  # tile rows swept together, column by column (1: row by row, the launch order)
+  PERSIST: [0, 1]  # one block per SM looping over tiles (the next tile's loads overlap this one's epilogue)
 constraints:  # over the parameters and the problem symbols; a choice breaking one is never tried
   - "value_bytes == 2"
   # the producer signals tile t once it issued t + LAG, while the consumer waiting for t still holds its INFLIGHT
@@ -53,10 +57,12 @@ constraints:  # over the parameters and the problem symbols; a choice breaking o
   - "(BM // 128) * BN <= 256"
   - "BM % (64 * CLUSTER) == 0"  # each block's share of an A box: whole 64-row slabs, 1024-byte aligned (swizzle)
   - "CLUSTER == 1 or N > BN"  # the second block of a cluster must have columns of C to compute
+  - "PERSIST == 0 or (CLUSTER == 1 and INFLIGHT == 0)"  # the tile loop is written for single blocks, one group at a time
   - "STAGES * (BK * BN * value_bytes + BM * BK // 2 * value_bytes + BM * BK // 8) + 16 * STAGES + 1024 <= 232448"
 kernels:
   - entry: sp24_wgmma_sp
-    grid: ["ceil_div(ceil_div(N, BN), CLUSTER) * CLUSTER", "ceil_div(M, BM)", "1"]
+    grid: ["PERSIST * min(ceil_div(N, BN) * ceil_div(M, BM), num_sms) + (1 - PERSIST) * ceil_div(ceil_div(N, BN), CLUSTER) * CLUSTER",
+           "PERSIST + (1 - PERSIST) * ceil_div(M, BM)", "1"]
     block: ["384", "1", "1"]
     cluster: ["CLUSTER", "1", "1"]
     shared_bytes: "STAGES * (BK * BN * value_bytes + BM * BK // 2 * value_bytes + BM * BK // 8) + 16 * STAGES + 1024"
@@ -171,13 +177,12 @@ __device__ __forceinline__ void sp24w_cluster_arrive() { asm volatile("barrier.c
 __device__ __forceinline__ void sp24w_cluster_wait() { asm volatile("barrier.cluster.wait.acquire;" ::: "memory"); }
 #endif
 
-// The tile of C this block computes. Blocks launch in order of their linear index (x fastest); consecutive indices take
-// the tiles of RASTER tile rows column by column (a cluster's blocks stay neighbours in a row), so that the blocks
-// resident at once read a band of A rows and of B columns that fits L2, instead of every column of B for one or two
-// rows of tiles (at 8192^3, 134 MB of B against 50 MB of L2). RASTER = 1 is the launch order itself.
-__device__ __forceinline__ void sp24w_tile(int& m0, int& n0) {
-    const int cols = gridDim.x / CLUSTER, rows = gridDim.y;  // clusters per tile row, tile rows
-    const int linear = blockIdx.y * cols + blockIdx.x / CLUSTER;
+// The tile of C of linear index `linear` (over clusters; `cols` clusters per tile row, `rows` tile rows). Tiles are
+// taken in order of their linear index (blocks launch x fastest; a persistent block steps by the grid): consecutive
+// indices are the tiles of RASTER tile rows column by column (a cluster's blocks stay neighbours in a row), so that
+// the blocks resident at once read a band of A rows and of B columns that fits L2, instead of every column of B for
+// one or two rows of tiles (at 8192^3, 134 MB of B against 50 MB of L2). RASTER = 1 is row by row.
+__device__ __forceinline__ void sp24w_tile(int linear, int cols, int rows, int& m0, int& n0) {
     const int first = linear / (RASTER * cols) * RASTER;  // the group's first tile row
     const int height = min(rows - first, RASTER);  // the last group may be shorter
     const int within = linear - first * cols;
@@ -333,9 +338,14 @@ sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_cons
     unsigned char* smem = sp24w_raw + ((1024 - (sp24w_smem(sp24w_raw) & 1023)) & 1023);
     const unsigned bars = sp24w_smem(smem + STAGES * STAGE_BYTES);  // full[s] at 8s, empty[s] at 8(STAGES + s)
     const int tid = threadIdx.x, wg = tid / 128;
-    int m0, n0;  // with CLUSTER > 1 n0 may lie past N: nothing is stored
-    sp24w_tile(m0, n0);
-    const int tiles = (K + BK - 1) / BK;
+    // this block's tiles: first_tile, first_tile + tile_step, ... below cols * rows (one without PERSIST)
+#if PERSIST
+    const int cols = (N + BN - 1) / BN, rows = (M + BM - 1) / BM, first_tile = blockIdx.x, tile_step = gridDim.x;
+#else
+    const int cols = gridDim.x / CLUSTER, rows = gridDim.y, first_tile = blockIdx.y * cols + blockIdx.x / CLUSTER;
+    const int tile_step = cols * rows;
+#endif
+    const int tiles = (K + BK - 1) / BK;  // k-tiles per tile of C
     const int rank = sp24w_rank();  // this block's share of the A and metadata boxes
     const bool b_tma = BTMA && N % 8 == 0;  // B by TMA (tmap_B is B itself only then)
 
@@ -356,38 +366,43 @@ sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_cons
 #endif
 
     if (wg == 0) {  // producer
-        for (int kt = 0; kt < tiles && (tid == 0 || !b_tma); ++kt) {  // with B by TMA, the TMA thread alone
-            const int s = kt % STAGES;
-            const unsigned full = bars + 8 * s;
-            // the first round passes at once; later ones once the consumers of every block of the cluster released s
-            sp24w_wait_empty(bars + 8 * (STAGES + s), ((kt / STAGES) & 1) ^ 1);
-            unsigned char* stage = smem + s * STAGE_BYTES;
-            if (tid == 0) {  // the whole A and metadata tile lands here: this block's share and its peers'
-                asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
-                             :: "r"(full), "r"(A_STAGE_BYTES + E_STAGE_BYTES + (b_tma ? B_STAGE_BYTES : 0)) : "memory");
-                const int row = rank * A_SHARE_ROWS;
+        int it = 0;  // k-tiles this block produced over all its tiles: stage it % STAGES, round it / STAGES
+        for (int tile = first_tile; tile < cols * rows; tile += tile_step) {
+            int m0, n0;  // with CLUSTER > 1 n0 may lie past N: nothing is stored
+            sp24w_tile(tile, cols, rows, m0, n0);
+            for (int kt = 0; kt < tiles && (tid == 0 || !b_tma); ++kt, ++it) {  // with B by TMA, the TMA thread alone
+                const int s = it % STAGES;
+                const unsigned full = bars + 8 * s;
+                // the first round passes at once; later ones once the consumers of every block of the cluster released s
+                sp24w_wait_empty(bars + 8 * (STAGES + s), ((it / STAGES) & 1) ^ 1);
+                unsigned char* stage = smem + s * STAGE_BYTES;
+                if (tid == 0) {  // the whole A and metadata tile lands here: this block's share and its peers'
+                    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+                                 :: "r"(full), "r"(A_STAGE_BYTES + E_STAGE_BYTES + (b_tma ? B_STAGE_BYTES : 0)) : "memory");
+                    const int row = rank * A_SHARE_ROWS;
 #pragma unroll
-                for (int j = 0; j < BK / 64; ++j)
-                    sp24w_tma_2d(sp24w_smem(stage + B_STAGE_BYTES + j * BM * 64 + row * 64), &tmap_A, kt * BK / 2 + 32 * j,
-                                 m0 + row, full);
-                sp24w_tma_2d(sp24w_smem(stage + B_STAGE_BYTES + A_STAGE_BYTES + row * BK / 8), &tmap_E, kt * BK / 2,
-                             (m0 + row) / 16, full);
-                if (b_tma) {  // this block's columns: 64-column boxes, zero past K and N, into the swizzled blocks
+                    for (int j = 0; j < BK / 64; ++j)
+                        sp24w_tma_2d(sp24w_smem(stage + B_STAGE_BYTES + j * BM * 64 + row * 64), &tmap_A, kt * BK / 2 + 32 * j,
+                                     m0 + row, full);
+                    sp24w_tma_2d(sp24w_smem(stage + B_STAGE_BYTES + A_STAGE_BYTES + row * BK / 8), &tmap_E, kt * BK / 2,
+                                 (m0 + row) / 16, full);
+                    if (b_tma) {  // this block's columns: 64-column boxes, zero past K and N, into the swizzled blocks
 #pragma unroll
-                    for (int j = 0; j < BN / 64; ++j)
-                        sp24w_tma_2d_local(sp24w_smem(stage + j * (BK * 128)), &tmap_B, n0 + 64 * j, kt * BK, full);
-                    continue;
+                        for (int j = 0; j < BN / 64; ++j)
+                            sp24w_tma_2d_local(sp24w_smem(stage + j * (BK * 128)), &tmap_B, n0 + 64 * j, kt * BK, full);
+                        continue;
+                    }
                 }
-            }
-            sp24w_load_b(stage, B, kt * BK, n0, N, K, tid);
-            if (kt >= LAG) {  // tile kt - LAG has landed once at most the LAG newer tiles' groups are in flight
-                asm volatile("cp.async.wait_group %0;" :: "n"(LAG) : "memory");
-                sp24w_b_landed(bars + 8 * ((kt - LAG) % STAGES));
+                sp24w_load_b(stage, B, kt * BK, n0, N, K, tid);
+                if (it >= LAG) {  // k-tile it - LAG has landed once at most the LAG newer ones' groups are in flight
+                    asm volatile("cp.async.wait_group %0;" :: "n"(LAG) : "memory");
+                    sp24w_b_landed(bars + 8 * ((it - LAG) % STAGES));
+                }
             }
         }
         if (!b_tma) {
             asm volatile("cp.async.wait_group 0;" ::: "memory");
-            for (int kt = tiles > LAG ? tiles - LAG : 0; kt < tiles; ++kt) sp24w_b_landed(bars + 8 * (kt % STAGES));
+            for (int j = it > LAG ? it - LAG : 0; j < it; ++j) sp24w_b_landed(bars + 8 * (j % STAGES));
         }
 #if CLUSTER > 1
         sp24w_cluster_arrive();  // the exit barrier (below) counts every thread of the cluster
@@ -401,74 +416,80 @@ sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_cons
     float acc[SLABS][ACC];  // never zeroed: the first product overwrites it (scale-d 0), so that no other
                             // instruction writes the accumulators, which would make ptxas serialise the wgmma
 
+    int it = 0;  // k-tiles this block consumed over all its tiles, as the producer counts them
+    for (int tile = first_tile; tile < cols * rows; tile += tile_step) {
+        int m0, n0;
+        sp24w_tile(tile, cols, rows, m0, n0);
 #if INFLIGHT == 0
-    for (int kt = 0; kt < tiles; ++kt) {
-        const int s = kt % STAGES;
-        sp24w_wait(bars + 8 * s, (kt / STAGES) & 1);
-        const unsigned char* stage = smem + s * STAGE_BYTES;
-        unsigned e[SLABS][BK / 32];
-        sp24w_load_meta(e, stage, c, w, lane);
-        sp24w_issue(acc, e, stage, c, kt == 0);
-        // The metadata words are wgmma input registers: none may be written while a group that reads them is in
-        // flight, so the next tile's words wait for this tile's group. (Keeping one group in flight with one array of
-        // words measured wrong on the H200 in up to 28% of the elements: ptxas reused the registers across the
-        // loop's back edge; INFLIGHT = 1 below keeps two arrays.) The other consumer warpgroup keeps the tensor
-        // cores busy meanwhile.
-        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-        sp24w_pin(acc);
-        sp24w_release(bars + 8 * (STAGES + s), rank, lane);
-    }
-#else
-    // One group in flight across tiles: tile t's group is issued, then wait_group 1 retires tile t-1's, whose stage
-    // is released; only then are tile t+1's words loaded, into the array tile t-1 read. Even tiles read e0, odd
-    // tiles e1 (the loop is unrolled by two), so the words of the group in flight are never written: distinct PTX
-    // registers, and ptxas keeps them apart (tests/tools/test_sass.py checks the machine code).
-    unsigned e0[SLABS][BK / 32], e1[SLABS][BK / 32];
-    sp24w_wait(bars, 0);  // tiles >= 1: K is at least K_ALIGN
-    sp24w_load_meta(e0, smem, c, w, lane);
-    for (int kt = 0; kt < tiles; kt += 2) {
-        sp24w_issue(acc, e0, smem + (kt % STAGES) * STAGE_BYTES, c, kt == 0);  // tile kt
-        asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // tile kt - 1 retired
-        sp24w_pin(acc);
-        if (kt > 0) sp24w_release(bars + 8 * (STAGES + (kt - 1) % STAGES), rank, lane);
-        if (kt + 1 == tiles) break;  // an odd number of tiles: kt was the last
-        const int s1 = (kt + 1) % STAGES;
-        sp24w_wait(bars + 8 * s1, ((kt + 1) / STAGES) & 1);
-        sp24w_load_meta(e1, smem + s1 * STAGE_BYTES, c, w, lane);
-        sp24w_issue(acc, e1, smem + s1 * STAGE_BYTES, c, false);  // tile kt + 1
-        asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // tile kt retired
-        sp24w_pin(acc);
-        sp24w_release(bars + 8 * (STAGES + kt % STAGES), rank, lane);
-        if (kt + 2 < tiles) {
-            const int s2 = (kt + 2) % STAGES;
-            sp24w_wait(bars + 8 * s2, ((kt + 2) / STAGES) & 1);
-            sp24w_load_meta(e0, smem + s2 * STAGE_BYTES, c, w, lane);
+        for (int kt = 0; kt < tiles; ++kt, ++it) {
+            const int s = it % STAGES;
+            sp24w_wait(bars + 8 * s, (it / STAGES) & 1);
+            const unsigned char* stage = smem + s * STAGE_BYTES;
+            unsigned e[SLABS][BK / 32];
+            sp24w_load_meta(e, stage, c, w, lane);
+            sp24w_issue(acc, e, stage, c, kt == 0);
+            // The metadata words are wgmma input registers: none may be written while a group that reads them is in
+            // flight, so the next tile's words wait for this tile's group. (Keeping one group in flight with one array of
+            // words measured wrong on the H200 in up to 28% of the elements: ptxas reused the registers across the
+            // loop's back edge; INFLIGHT = 1 below keeps two arrays.) The other consumer warpgroup keeps the tensor
+            // cores busy meanwhile.
+            asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+            sp24w_pin(acc);
+            sp24w_release(bars + 8 * (STAGES + s), rank, lane);
         }
-    }
-    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");  // the last tile retired
-    sp24w_pin(acc);
-    sp24w_release(bars + 8 * (STAGES + (tiles - 1) % STAGES), rank, lane);
+#else
+        // One tile of C per block (PERSIST is 0), one group in flight across k-tiles: k-tile t's group is issued,
+        // then wait_group 1 retires t-1's, whose stage is released; only then are t+1's words loaded, into the array
+        // t-1 read. Even k-tiles read e0, odd ones e1 (the loop is unrolled by two), so the words of the group in
+        // flight are never written: distinct PTX registers, and ptxas keeps them apart (tests/tools/test_sass.py
+        // checks the machine code).
+        unsigned e0[SLABS][BK / 32], e1[SLABS][BK / 32];
+        sp24w_wait(bars, 0);  // tiles >= 1: K is at least K_ALIGN
+        sp24w_load_meta(e0, smem, c, w, lane);
+        for (int kt = 0; kt < tiles; kt += 2) {
+            sp24w_issue(acc, e0, smem + (kt % STAGES) * STAGE_BYTES, c, kt == 0);  // tile kt
+            asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // tile kt - 1 retired
+            sp24w_pin(acc);
+            if (kt > 0) sp24w_release(bars + 8 * (STAGES + (kt - 1) % STAGES), rank, lane);
+            if (kt + 1 == tiles) break;  // an odd number of tiles: kt was the last
+            const int s1 = (kt + 1) % STAGES;
+            sp24w_wait(bars + 8 * s1, ((kt + 1) / STAGES) & 1);
+            sp24w_load_meta(e1, smem + s1 * STAGE_BYTES, c, w, lane);
+            sp24w_issue(acc, e1, smem + s1 * STAGE_BYTES, c, false);  // tile kt + 1
+            asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");  // tile kt retired
+            sp24w_pin(acc);
+            sp24w_release(bars + 8 * (STAGES + kt % STAGES), rank, lane);
+            if (kt + 2 < tiles) {
+                const int s2 = (kt + 2) % STAGES;
+                sp24w_wait(bars + 8 * s2, ((kt + 2) / STAGES) & 1);
+                sp24w_load_meta(e0, smem + s2 * STAGE_BYTES, c, w, lane);
+            }
+        }
+        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");  // the last tile retired
+        sp24w_pin(acc);
+        sp24w_release(bars + 8 * (STAGES + (tiles - 1) % STAGES), rank, lane);
 #endif
 #if CLUSTER > 1
-    // The exit barrier: its arrive (a release) follows this warp's remote arrivals, and every multicast into this
-    // block has landed (each tile's full barrier counted it); no block leaves before all threads of the cluster
-    // arrived, since a peer's last releases may still be on their way to this block's empty barriers. The epilogue,
-    // which touches no shared memory, runs in between.
-    sp24w_cluster_arrive();
+        // The exit barrier: its arrive (a release) follows this warp's remote arrivals, and every multicast into this
+        // block has landed (each tile's full barrier counted it); no block leaves before all threads of the cluster
+        // arrived, since a peer's last releases may still be on their way to this block's empty barriers. The epilogue,
+        // which touches no shared memory, runs in between. (With clusters a block has one tile: PERSIST is 0.)
+        sp24w_cluster_arrive();
 #endif
-
-    const int g = lane / 4, t = lane % 4;
+        // the epilogue; with PERSIST the producer is already loading the next tile's first stages meanwhile
+        const int g = lane / 4, t = lane % 4;
 #pragma unroll
-    for (int l = 0; l < SLABS; ++l) {
+        for (int l = 0; l < SLABS; ++l) {
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const int row = m0 + 64 * (c * SLABS + l) + 16 * w + g + 8 * h;
-            if (row >= M) continue;
-            const float b = has_bias ? sp24_out_to_f32(bias[row]) : 0.f;
+            for (int h = 0; h < 2; ++h) {
+                const int row = m0 + 64 * (c * SLABS + l) + 16 * w + g + 8 * h;
+                if (row >= M) continue;
+                const float b = has_bias ? sp24_out_to_f32(bias[row]) : 0.f;
 #pragma unroll
-            for (int j = 0; j < BN / 8; ++j) {
-                sp24_store_pair(C, row, n0 + 8 * j + 2 * t, N, acc[l][4 * j + 2 * h], acc[l][4 * j + 2 * h + 1], alpha,
-                                b, act);
+                for (int j = 0; j < BN / 8; ++j) {
+                    sp24_store_pair(C, row, n0 + 8 * j + 2 * t, N, acc[l][4 * j + 2 * h], acc[l][4 * j + 2 * h + 1], alpha,
+                                    b, act);
+                }
             }
         }
     }
