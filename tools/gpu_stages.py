@@ -156,18 +156,25 @@ def split_profiles(profiles: list[KernelProfile], entries: Sequence[str]) -> tup
 
 def profile_stage(job: RunJob, tmp: Path, timeout_s: float, copy_bw_gbps: float | None, best_baseline: str | None) -> Feedback:
     """Nsight Compute on the main shape; the best baseline is profiled once per spec and device for comparison, in
-    the same run as the candidate (one child, one instance, one tool start)."""
+    the same run as the candidate (one child, one instance, one tool start). A run with the baseline that gave none
+    of the candidate's launches is made again without it, so that the library cannot fail the candidate's stage."""
     start = time.perf_counter()
     entries = [k.entry for k in job.candidate.kernels]
     key = f"{job.spec.model_dump_json(exclude={'name', 'budget'})}|{best_baseline}"
     with_baseline = best_baseline if best_baseline and key not in _BASELINE_PROFILES else None
-    job_file, out_file = tmp / "job-profile.json", tmp / "result-profile.json"
-    job_file.write_text(job.model_copy(update={"profile_baseline": with_baseline}).model_dump_json())
-    # with the baseline in the range every launch is profiled (its kernels' names are the library's)
-    found, raw, code = run_ncu(_child_command(job_file, out_file), [] if with_baseline else entries, timeout_s,
-                               profiled_range_only=True)
-    keep_tool_output(f"ncu_{job.candidate.name}.csv", raw)
-    profiles, baseline_profiles = split_profiles(found, entries)
+
+    def ncu(baseline: str | None) -> tuple[list[KernelProfile], list[KernelProfile], str, int | None]:
+        job_file, out_file = tmp / "job-profile.json", tmp / "result-profile.json"
+        job_file.write_text(job.model_copy(update={"profile_baseline": baseline}).model_dump_json())
+        # with the baseline in the range every launch is profiled (its kernels' names are the library's)
+        found, raw, code = run_ncu(_child_command(job_file, out_file), [] if baseline else entries, timeout_s,
+                                   profiled_range_only=True)
+        keep_tool_output(f"ncu_{job.candidate.name}{'_with_' + baseline if baseline else ''}.csv", raw)
+        return *split_profiles(found, entries), raw, code
+
+    profiles, baseline_profiles, raw, code = ncu(with_baseline)
+    if not profiles and with_baseline:
+        profiles, _, raw, code = ncu(None)
     if not profiles:
         last = raw.strip().splitlines()[-1] if raw.strip() else "no output"
         return Feedback(stage="profile", status="error", error_type="profiler_failure",

@@ -98,6 +98,14 @@ def bind_launches(module: Any, plan: LaunchPlan, pointers: Mapping[str, int]) ->
     return launches
 
 
+def workspace_arrays(plan: LaunchPlan) -> dict[str, Any]:
+    """The plan's workspaces on the device, uninitialised."""
+    import cupy as cp
+
+    return {name: cp.empty(size, dtype=DTYPES[plan.workspace_dtypes[name]].storage)
+            for name, size in plan.workspace_sizes.items()}
+
+
 def launch_candidate(candidate: KernelCandidate, module: Any, arrays: Mapping[str, Any], symbols: Mapping[str, int],
                      scalars: Mapping[str, float], value_dtype: str, array_dtypes: Mapping[str, str]) -> None:
     """One call of the candidate's launch sequence on the current CuPy stream, checked and launched as the harness
@@ -111,8 +119,7 @@ def launch_candidate(candidate: KernelCandidate, module: Any, arrays: Mapping[st
              for name, a in arrays.items()}
     plan = plan_launch(candidate, {**symbols, **runner_symbols(value_dtype, device.attributes["MultiProcessorCount"])},
                        scalars, infos, value_dtype, limits)
-    workspaces = {name: cp.empty(size, dtype=DTYPES[plan.workspace_dtypes[name]].storage)
-                  for name, size in plan.workspace_sizes.items()}
+    workspaces = workspace_arrays(plan)  # held until the launches are queued on the stream
     pointers = {name: a.data.ptr for name, a in {**arrays, **workspaces}.items()}
     stream = cp.cuda.get_current_stream().ptr
     for launch in bind_launches(module, plan, pointers):

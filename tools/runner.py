@@ -38,7 +38,7 @@ from sparseditto.tools.contract import KernelCandidate, runner_symbols
 from sparseditto.tools.correctness import CheckedOutput, classify_failure, rel_error
 from sparseditto.tools.dtypes import DTYPES, poison_bits, to_float64
 from sparseditto.tools.families import Problem, ProblemFamily, get_family
-from sparseditto.tools.kernel_launch import bind_launches
+from sparseditto.tools.kernel_launch import bind_launches, workspace_arrays
 from sparseditto.tools.launch_check import DeviceLimits, LaunchRejected, max_shared_bytes_per_block, plan_launch
 from sparseditto.tools.peaks import peak_flops
 from sparseditto.tools.results import BaselineTiming, Feedback, Measurement, Trial, fastest_per_library
@@ -181,8 +181,7 @@ class Launcher:
         self.outputs = {name: cp.empty(out.shape, dtype=DTYPES[out.dtype].storage) for name, out in problem.outputs.items()}
         self.arrays.update(self.outputs)
         self._poison = {name: poison_bits(out.dtype) for name, out in problem.outputs.items()}
-        self.workspaces = {name: cp.empty(size, dtype=DTYPES[plan.workspace_dtypes[name]].storage)
-                           for name, size in plan.workspace_sizes.items()}
+        self.workspaces = workspace_arrays(plan)
         self.arrays.update(self.workspaces)
         if initialise:
             self.garble_workspaces()

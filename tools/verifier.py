@@ -30,7 +30,7 @@ from sparseditto.tools.families import Problem, get_family
 from sparseditto.tools.gpu_stages import profile_stage, run_batch_child, run_child, sanitizer_stage
 from sparseditto.tools.launch_check import DeviceLimits, LaunchRejected, check_sizes, plan_launch
 from sparseditto.tools.profiler import find_ncu
-from sparseditto.tools.results import DEFERRED, NOT_EXECUTED_NO_GPU, Feedback, VerificationReport
+from sparseditto.tools.results import NOT_EXECUTED_NO_GPU, Feedback, VerificationReport
 from sparseditto.tools.runner import RunJob, RunResult, array_infos, prepare, rejection
 from sparseditto.tools.sanitizer import TOOLS, find_sanitizer
 from sparseditto.tools.sass import SassCounts, analyse_cubin
@@ -186,6 +186,7 @@ class ProcessToolsRecord:
 
 _PROCESS_TOOLS = ProcessToolsRecord()
 
+
 class InputDraw(BaseModel):
     """One verification's fresh inputs: the trials' seeds, the held-out shapes and the timing seed (shared by every
     candidate of a batch)."""
@@ -294,7 +295,7 @@ class GpuVerifier:
                    best_us: float | None, already_checked: str | None, faster_ahead: float | None = None) -> VerificationReport:
         """The runner's result into the report; then, for a candidate that may be accepted, the sanitizer and the
         profiler. `faster_ahead`: the fastest correct time among the contenders run beside it: a slower candidate
-        leaves both tools for later (DEFERRED), and the review never accepts it as it stands."""
+        leaves both tools for later (evidence "deferred"), and the review never accepts it as it stands."""
         feedback += run.feedback
         extra: dict[str, Any] = {"device": run.device, "trials": run.trials, "measurement": run.measurement,
                                  "baselines": run.baselines}
@@ -304,7 +305,7 @@ class GpuVerifier:
         tool_class = bench.evidence.get("tool_class")
         gpu = str(run.device.get("name", "unknown GPU"))
         passed_before = self.tools_record.tools_note(digest, tool_class, gpu) if tool_class else None
-        skipped = None
+        skipped, deferred = None, False
         if already_checked:
             skipped = f"not executed: {already_checked}"
         elif passed_before:
@@ -312,10 +313,12 @@ class GpuVerifier:
         elif best_us is not None and run.measurement and run.measurement.median_us >= best_us:
             skipped = f"not executed: {run.measurement.median_us:.1f} us is not faster than the best so far ({best_us:.1f} us)"
         elif faster_ahead is not None and run.measurement and run.measurement.median_us > faster_ahead:
-            skipped = (f"{DEFERRED}: {run.measurement.median_us:.1f} us is slower than a contender run beside it "
-                       f"({faster_ahead:.1f} us); it would have to be verified again to be accepted")
+            skipped = (f"not executed: deferred: {run.measurement.median_us:.1f} us is slower than a contender run "
+                       f"beside it ({faster_ahead:.1f} us); it would have to be verified again to be accepted")
+            deferred = True
         if skipped:
-            feedback += [Feedback(stage=s, status="not_executed", message=skipped) for s in ("sanitizer", "profile")]
+            feedback += [Feedback(stage=s, status="not_executed", message=skipped, evidence={"deferred": True} if deferred else {})
+                         for s in ("sanitizer", "profile")]
             return _report(candidate, self.backend, result, feedback, sass, **extra)
         feedback.append(self._sanitize(job, tmp, bench.evidence.get("sanitizer_instances", []),
                                        needless_tools(candidate, result, sass)))

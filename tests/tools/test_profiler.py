@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sparseditto.tools.profiler import METRICS, KernelProfile, ncu_command, parse_ncu_csv, summarize
+import pytest
+
+from sparseditto.tools.profiler import METRICS, KernelProfile, find_ncu, ncu_command, parse_ncu_csv, summarize
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "ncu"
 
@@ -51,53 +53,93 @@ def test_classification_against_the_measured_ceilings():
     assert waiting.top_stalls[0] == "long_scoreboard" and "memory loads" in waiting.advice
 
 
-def test_one_ncu_run_profiles_the_candidate_then_its_baseline_once_per_spec(monkeypatch, tmp_path):
+class ProfileStage:
+    """profile_stage on one candidate's profile job, with Nsight Compute replaced by `answer(job, kernels)`: what a
+    run of the child with that job would give (profiles, output, exit code); each run's baseline and kernel filter
+    are kept in `calls`."""
+
+    def __init__(self, monkeypatch, tmp_path):
+        from sparseditto.knowledge_base.library import get_kernel
+        from sparseditto.spec import parse_spec
+        from sparseditto.tools import gpu_stages
+        from sparseditto.tools.runner import RunJob
+
+        self.stage, self.tmp, self.calls = gpu_stages.profile_stage, tmp_path, []
+        candidate = get_kernel("spmv_csr_vec4").instantiate({"GROUP": 2, "UNROLL": 2, "BLOCK": 256, "HINT": 1, "XL": 0})
+        self.entry = candidate.kernels[0].entry
+        self.mine = [p.model_copy(update={"kernel": self.entry}) for p in parse_ncu_csv((FIXTURES / "ncu_naive.csv").read_text())]
+        self.library = parse_ncu_csv((FIXTURES / "ncu_baseline_cusparse_spmm_csr_alg3_row.csv").read_text())
+        spec = parse_spec({"operation": "spmv", "M": 5000, "K": 5000,
+                           "pattern": {"distribution": "uniform", "nnz_per_row": 8}})
+        self.job = RunJob(candidate=candidate, spec=spec, cubin_path="x.cubin", resources={}, seeds=[1],
+                          held_out_shapes=[], timing_seed=2, mode="profile")
+        self.answer = lambda job, kernels: (self.mine, "", 0)
+
+        def run_ncu(program, kernels, timeout_s, profiled_range_only=True):
+            job = RunJob.model_validate_json(Path(program[-2]).read_text())
+            self.calls.append((job.profile_baseline, list(kernels)))
+            return self.answer(job, kernels)
+
+        monkeypatch.setattr(gpu_stages, "run_ncu", run_ncu)
+        monkeypatch.setattr(gpu_stages, "_BASELINE_PROFILES", {})
+
+    def __call__(self):
+        return self.stage(self.job, self.tmp, 60.0, 4000.0, "cusparse_spmv_default")
+
+
+@pytest.fixture
+def stage(monkeypatch, tmp_path):
+    return ProfileStage(monkeypatch, tmp_path)
+
+
+def test_one_ncu_run_profiles_the_candidate_then_its_baseline_once_per_spec(stage):
     """The profile stage starts Nsight Compute once: the candidate's launches, then the best baseline's call in the
     same range (every launch profiled), split by the candidate's entry names; a later candidate of the same spec is
     profiled alone (its entries only) and shown beside the baseline's summary kept from the first."""
-    from sparseditto.knowledge_base.library import get_kernel
-    from sparseditto.spec import parse_spec
-    from sparseditto.tools import gpu_stages
-    from sparseditto.tools.runner import RunJob
-
-    candidate = get_kernel("spmv_csr_vec4").instantiate({"GROUP": 2, "UNROLL": 2, "BLOCK": 256, "HINT": 1, "XL": 0})
-    entry = candidate.kernels[0].entry
-    mine = [p.model_copy(update={"kernel": entry}) for p in parse_ncu_csv((FIXTURES / "ncu_naive.csv").read_text())]
-    library = parse_ncu_csv((FIXTURES / "ncu_baseline_cusparse_spmm_csr_alg3_row.csv").read_text())
-    calls = []
-
-    def run_ncu(program, kernels, timeout_s, profiled_range_only=True):
-        job = RunJob.model_validate_json(Path(program[-2]).read_text())
-        calls.append((job.profile_baseline, list(kernels)))
-        return (mine + library if job.profile_baseline else mine), "", 0
-
-    monkeypatch.setattr(gpu_stages, "run_ncu", run_ncu)
-    monkeypatch.setattr(gpu_stages, "_BASELINE_PROFILES", {})
-    spec = parse_spec({"operation": "spmv", "M": 5000, "K": 5000, "pattern": {"distribution": "uniform", "nnz_per_row": 8}})
-    job = RunJob(candidate=candidate, spec=spec, cubin_path="x.cubin", resources={}, seeds=[1], held_out_shapes=[],
-                 timing_seed=2, mode="profile")
-    first = gpu_stages.profile_stage(job, tmp_path, 60.0, 4000.0, "cusparse_spmv_default")
-    assert calls == [("cusparse_spmv_default", [])]
-    assert [k["kernel"] for k in first.evidence["kernels"]] == [entry]  # the library's launches are not the candidate's
+    stage.answer = lambda job, kernels: ((stage.mine + stage.library if job.profile_baseline else stage.mine), "", 0)
+    first = stage()
+    assert stage.calls == [("cusparse_spmv_default", [])]
+    assert [k["kernel"] for k in first.evidence["kernels"]] == [stage.entry]  # the library's launches are not the candidate's
     assert first.evidence["baseline"]["name"] == "cusparse_spmv_default"
-    assert first.evidence["baseline"]["key_metrics"] == summarize(library, 4000.0).key_metrics
-    second = gpu_stages.profile_stage(job, tmp_path, 60.0, 4000.0, "cusparse_spmv_default")
-    assert calls[1] == (None, [entry]) and second.evidence["baseline"] == first.evidence["baseline"]
+    assert first.evidence["baseline"]["key_metrics"] == summarize(stage.library, 4000.0).key_metrics
+    second = stage()
+    assert stage.calls[1] == (None, [stage.entry]) and second.evidence["baseline"] == first.evidence["baseline"]
 
 
-def test_a_run_without_the_candidates_launches_is_a_profiler_failure(monkeypatch, tmp_path):
-    from sparseditto.knowledge_base.library import get_kernel
-    from sparseditto.spec import parse_spec
-    from sparseditto.tools import gpu_stages
-    from sparseditto.tools.runner import RunJob
-
-    library = parse_ncu_csv((FIXTURES / "ncu_baseline_cusparse_spmm_csr_alg3_row.csv").read_text())
-    monkeypatch.setattr(gpu_stages, "run_ncu", lambda *a, **k: (library, "==ERR== the candidate failed", 1))
-    monkeypatch.setattr(gpu_stages, "_BASELINE_PROFILES", {})
-    candidate = get_kernel("spmv_csr_vec4").instantiate({"GROUP": 2, "UNROLL": 2, "BLOCK": 256, "HINT": 1, "XL": 0})
-    spec = parse_spec({"operation": "spmv", "M": 500, "K": 500, "pattern": {"distribution": "uniform", "nnz_per_row": 8}})
-    job = RunJob(candidate=candidate, spec=spec, cubin_path="x.cubin", resources={}, seeds=[1], held_out_shapes=[],
-                 timing_seed=2, mode="profile")
-    report = gpu_stages.profile_stage(job, tmp_path, 60.0, 4000.0, "cusparse_spmv_default")
+def test_a_run_without_the_candidates_launches_is_a_profiler_failure(stage):
+    stage.answer = lambda job, kernels: (stage.library, "==ERR== the candidate failed", 1)
+    report = stage()
     assert report.status == "error" and report.error_type == "profiler_failure"
     assert "the candidate failed" in report.message
+
+
+def test_a_baseline_that_spoils_the_shared_run_costs_only_its_own_summary(stage):
+    """The run with the baseline gave none of the candidate's launches (the library crashed under the profiler, say):
+    the candidate is profiled again alone and passes, without the baseline's summary."""
+    stage.answer = lambda job, kernels: ([], "==ERR== the library failed", 1) if job.profile_baseline else (stage.mine, "", 0)
+    report = stage()
+    assert [baseline for baseline, _ in stage.calls] == ["cusparse_spmv_default", None]
+    assert report.status == "passed" and "baseline" not in report.evidence
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_one_profiler_run_gives_the_candidates_and_the_baselines_summaries():
+    """The profile stage on the device: the candidate's launches summarised, the best baseline's beside them, from one
+    Nsight Compute run over the instance the verify run saved."""
+    from sparseditto.knowledge_base.library import get_kernel
+    from sparseditto.spec import parse_spec
+    from sparseditto.tools.device import detect
+    from sparseditto.tools.verifier import GpuVerifier
+
+    if find_ncu() is None:
+        pytest.skip("ncu not installed")
+    arch = (detect().gpu or {}).get("arch", "sm_90")
+    candidate = get_kernel("spmv_csr_vec4").instantiate({"GROUP": 4, "UNROLL": 2, "BLOCK": 256, "HINT": 1, "XL": 0})
+    spec = parse_spec({"operation": "spmv", "M": 200_000, "K": 200_000,
+                       "pattern": {"distribution": "uniform", "nnz_per_row": 16}})
+    report = GpuVerifier(arch=arch, trials=2, runs=5, sanitize=True, profile=True).verify(candidate, spec)
+    profile = report.stage("profile")
+    assert profile is not None and profile.status == "passed", report.feedback
+    assert {k["kernel"] for k in profile.evidence["kernels"]} == {k.entry for k in candidate.kernels}
+    assert profile.evidence["baseline"]["name"] == report.measurement.best_baseline
+    assert profile.evidence["baseline"]["key_metrics"]

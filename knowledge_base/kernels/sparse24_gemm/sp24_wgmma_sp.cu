@@ -15,18 +15,18 @@ summary: >
   metadata words (TMA, in the family's stored order, which already is the order wgmma.sp reads) while all 128
   producer threads copy the B tile with 16-byte cp.async (element by element when N is not a multiple of 8)
   into the 128-byte-swizzled N-major layout and signal it once it has landed, LAG tiles later (so that LAG + 1 tiles
-  of B copies are in flight); STAGES stages, each guarded by a full and an empty mbarrier. B does not go through TMA because a tensor map needs 16-byte row strides, which an N not a multiple
-  of 8 does not have. With BTMA = 1 and N a multiple of 8, B goes through TMA instead (one box of 64 columns x BK
-  rows per 64 columns, 128-byte swizzle: the same layout), the TMA thread alone produces and the stage's full barrier
-  waits for one arrival and the bytes; other N take the cp.async path. Edges: TMA zero-fills rows past M and columns
+  of B copies are in flight); STAGES stages, each guarded by a full and an empty mbarrier. With BTMA = 1 and N a
+  multiple of 8, B goes through TMA instead (one box of 64 columns x BK rows per 64 columns, 128-byte swizzle: the
+  same layout), the TMA thread alone produces and the stage's full barrier waits for one arrival and the bytes; other
+  N keep the cp.async path, since a tensor map needs 16-byte row strides. Edges: TMA zero-fills rows past M and columns
   past K (and B past K and N), cp.async zero-fills B past K and N,
   and zero metadata words (only ever zero-fill: a stored word has no zero code) become a valid code. The
   epilogue applies alpha, the row bias (has_bias) and ReLU/GELU (act) in fp32 and stores 16-bit C straight from
   the accumulators. fp8 is not offered: 8-bit wgmma needs B K-major in shared memory, and B is N-major. With
   INFLIGHT = 0 each tile's group retires before the next tile's metadata words are loaded; with INFLIGHT = 1 one group
-  stays in flight while the next is issued, its words in a second array (see the consumer loop). H200, 4096^3 fp16:
-  241 us (INFLIGHT 0), 570 dense-equivalent TFLOP/s at 256 x 128 x 64 with 6 stages; 128 x 256 x 64 320 us
-  whatever LAG (bounded by the B bytes each product needs, not by latency; evals/results/issue15_h200.md).
+  stays in flight while the next is issued, its words in a second array (see the consumer loop). H200, 4096^3 fp16
+  (evals/results/issue15_h200.md): 156 us, 880 dense-equivalent TFLOP/s at 256 x 128 x 128, 3 stages, B by TMA;
+  241 us with B by cp.async (256 x 128 x 64, 6 stages); CLUSTER 2 and INFLIGHT 1 no faster.
   CLUSTER = 2 pairs the blocks of two neighbouring column tiles (same rows) in a thread-block cluster along grid x
   that share the A tile: each block's TMA thread loads half of the A and metadata rows of a stage and multicasts them
   to both blocks, so L2 serves each A byte once per cluster; a stage is refilled only once the consumers of both
@@ -416,7 +416,9 @@ sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_cons
     float acc[SLABS][ACC];  // never zeroed: the first product overwrites it (scale-d 0), so that no other
                             // instruction writes the accumulators, which would make ptxas serialise the wgmma
 
+#if INFLIGHT == 0
     int it = 0;  // k-tiles this block consumed over all its tiles, as the producer counts them
+#endif
     for (int tile = first_tile; tile < cols * rows; tile += tile_step) {
         int m0, n0;
         sp24w_tile(tile, cols, rows, m0, n0);
