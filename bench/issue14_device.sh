@@ -9,8 +9,9 @@
 # check: the Hopper 2:4 kernel's GPU test alone (a hang must not cost the rest), its variants beside every baseline
 #   at 4096^3 fp16 and 8192^3 bf16 (bench/explore_kernels.py), then the GPU tests named by TESTS (verbose, so that a
 #   run cut off by its limit still says which passed).
-# gpu: the GPU tests of the files named by FILES, selected by the -k expression TESTS, verbose (the whole suite no
-#   longer fits one call).
+# gpu: the GPU tests of the files named by FILES (required), selected by the -k expression TESTS, verbose (the whole
+#   suite no longer fits one call).
+# setup: only the installation above (for scripts run directly after it in the same call).
 # ncu24: Nsight Compute's full set on the Hopper 2:4 kernel at 4096^3 fp16, with a digest of its sections.
 # sp24: the sparse24 suite's specs named by ONLY (comma-separated ids) through `sparseditto eval run --only`, budget
 #   BUDGET (default 2), cut off at EVAL_SECONDS.
@@ -27,6 +28,7 @@ python3 -c "import sparseditto.evals.matrix_suite" 2>/dev/null || python3 -m pip
 mkdir -p "$out"
 mats=/tmp/issue14_matrices; mkdir -p $mats
 case $what in
+  setup) ;;
   check)
     timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/tools/test_reference_kernels_gpu.py -k wgmma 2>&1 \
       | tee "$out/gpu_tests_wgmma_h200.txt" | tail -n 15
@@ -39,7 +41,9 @@ case $what in
       -k "${TESTS:-not wgmma}" 2>&1 | tee "$out/gpu_tests_h200.txt" | grep -E "PASSED|FAILED|ERROR|passed|failed" | tail -n 40
     ;;
   gpu)  # the GPU tests of the files in FILES (the whole suite no longer fits one call) selected by TESTS, verbose
-    timeout ${TESTS_SECONDS:-540} python3 -m pytest -v -m gpu -p no:cacheprovider --durations=15 ${FILES:-tests} -k "${TESTS:-}" 2>&1 \
+    # no default: a call without FILES once ran the whole suite for its full limit (session 10)
+    [ -n "${FILES:-}" ] || { echo "gpu mode needs FILES (test files or folders)"; exit 2; }
+    timeout ${TESTS_SECONDS:-540} python3 -m pytest -v -m gpu -p no:cacheprovider --durations=15 $FILES -k "${TESTS:-}" 2>&1 \
       | tee "$out/gpu_tests_h200.txt" | grep -E "PASSED|FAILED|ERROR|passed|failed" | tail -n 60
     ;;
   ncu24)  # Nsight Compute's full set on the first launch of the Hopper 2:4 kernel (128 x 256 x 64, 4 stages) at 4096^3
