@@ -62,16 +62,32 @@ def _already_checked(exp: Experience) -> str | None:
     return f"the stored kernel passed compute-sanitizer and was profiled in run {exp.run_id} on {exp.gpu_name}"
 
 
+# a similar problem's kernel goes first only if the cost model prices it within this factor of its fastest start.
+# The store's "similar" is the nearest entry of the family and dtype, however far: in a suite of unrelated matrices
+# the previous matrix's kernel was put first at 12x the model's best price, and measured 5.6x slower (session 10)
+PLAUSIBLE_FACTOR = 1.5
+
+
+def _plausible(plan: Plan, kernel: str) -> bool:
+    """Whether the plan's calibrated price of `kernel` is within PLAUSIBLE_FACTOR of its fastest (True when the family
+    prices nothing)."""
+    prices = {s.kernel: s.calibrated_us for s in plan.strategies}
+    if not prices or any(p is None for p in prices.values()):
+        return True
+    return kernel in prices and prices[kernel] <= PLAUSIBLE_FACTOR * min(prices.values())
+
+
 def _with_experience(plan: Plan, spec: Spec, gpu: dict[str, Any] | None, store: ExperienceStore) -> tuple[Plan, list[Reference]]:
     refs: list[Reference] = []
     exact = store.exact(spec, gpu) if gpu else None
     if exact and _fits(plan, exact, in_space=False):
         plan = plan.model_copy(update={"reuse": exact.choice, "reuse_checked": _already_checked(exact)})
         refs.append(_experience_ref(exact, "same problem, same GPU"))
-    similar = next((e for e in store.similar(spec, gpu) if _fits(plan, e, in_space=True)), None)
+    similar = next((e for e in store.similar(spec, gpu)
+                    if _fits(plan, e, in_space=True) and _plausible(plan, e.choice.kernel)), None)
     if similar:
         # the kernel accepted for a similar problem goes first, from its accepted parameters: a measurement on a
-        # neighbour outranks the cost model's guess
+        # neighbour outranks the cost model's guess, where the model does not price that kernel far off the best
         strategies = [s.model_copy(update={"start": dict(similar.choice.params),
                                            "why": f"{s.why}; starts from the kernel accepted for {similar.spec.get('name')}"})
                       if s.kernel == similar.choice.kernel else s for s in plan.strategies]

@@ -162,9 +162,10 @@ async def tool(state: PipelineState, runtime: Runtime[PipelineContext]) -> dict[
     def prepare() -> tuple[Any, ...]:
         ctx = context_of(runtime)
         run = RunView.of(state)
-        # make_verifier probes the GPU in a subprocess the first time
+        # make_verifier probes the GPU in a subprocess the first time; the baseline's profile is for the LLM reviewer
         verifier = ctx.verifier or make_verifier(ctx.arch or run.spec.arch, ctx.force_compile_only,
-                                                 ExperienceStore(experience_path(ctx.runs_dir)))
+                                                 ExperienceStore(experience_path(ctx.runs_dir)),
+                                                 profile_baseline=ctx.run_policy(state) != "offline")
         reuse = run.plan.reuse
         checked = run.plan.reuse_checked if reuse and reuse.model_dump() == state["choice"] else None
         ahead = []

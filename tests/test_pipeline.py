@@ -68,3 +68,17 @@ def test_runs_ahead_can_be_switched_off(tmp_path, scripted_verifier, monkeypatch
     verifier = scripted_verifier(speedup=0.5)
     run_pipeline({**spec, "budget": {"iterations": 3}}, on_budget="abort", runs_dir=str(tmp_path), verifier=verifier)
     assert verifier.ahead == [[], [], []]
+
+
+@pytest.mark.parametrize("policy, wanted", [("offline", False), ("hybrid", True)])
+def test_the_baseline_is_profiled_only_for_a_policy_whose_reviewer_reads_it(tmp_path, tiny_spmm_dict, scripted_verifier,
+                                                                           monkeypatch, policy, wanted):
+    """The tool node's verifier profiles the best baseline beside the candidate only when an LLM reviewer may read
+    it: the offline policy never does, and the stage is about three times as long with it."""
+    from sparseditto.graph import nodes
+
+    asked = []
+    monkeypatch.setattr(nodes, "make_verifier", lambda *a, **k: asked.append(k) or scripted_verifier(speedup=0.5))
+    run_pipeline(tiny_spmm_dict, budget=1, on_budget="abort", runs_dir=str(tmp_path), policy=policy,
+                 llm={"chat_models": lambda role: pytest.fail(f"no model call expected ({role})")})
+    assert asked and all(k["profile_baseline"] is wanted for k in asked)

@@ -154,14 +154,17 @@ def split_profiles(profiles: list[KernelProfile], entries: Sequence[str]) -> tup
     return profiles[:lead], profiles[lead:]
 
 
-def profile_stage(job: RunJob, tmp: Path, timeout_s: float, copy_bw_gbps: float | None, best_baseline: str | None) -> Feedback:
+def profile_stage(job: RunJob, tmp: Path, timeout_s: float, copy_bw_gbps: float | None, best_baseline: str | None,
+                  profile_baseline: bool = True) -> Feedback:
     """Nsight Compute on the main shape; the best baseline is profiled once per spec and device for comparison, in
     the same run as the candidate (one child, one instance, one tool start). A run with the baseline that gave none
-    of the candidate's launches is made again without it, so that the library cannot fail the candidate's stage."""
+    of the candidate's launches is made again without it, so that the library cannot fail the candidate's stage.
+    With `profile_baseline` False the candidate is profiled alone and the evidence has no "baseline": only the LLM
+    reviewer reads it, and profiling the library makes the stage about three times as long."""
     start = time.perf_counter()
     entries = [k.entry for k in job.candidate.kernels]
     key = f"{job.spec.model_dump_json(exclude={'name', 'budget'})}|{best_baseline}"
-    with_baseline = best_baseline if best_baseline and key not in _BASELINE_PROFILES else None
+    with_baseline = best_baseline if profile_baseline and best_baseline and key not in _BASELINE_PROFILES else None
 
     def ncu(baseline: str | None) -> tuple[list[KernelProfile], list[KernelProfile], str, int | None]:
         job_file, out_file = tmp / "job-profile.json", tmp / "result-profile.json"
@@ -184,7 +187,7 @@ def profile_stage(job: RunJob, tmp: Path, timeout_s: float, copy_bw_gbps: float 
                                 "top_stalls": summary.top_stalls, "kernels": [p.model_dump() for p in summary.kernels]}
     if with_baseline and baseline_profiles:
         _BASELINE_PROFILES[key] = summarize(baseline_profiles, copy_bw_gbps)
-    if key in _BASELINE_PROFILES:
+    if profile_baseline and key in _BASELINE_PROFILES:
         base = _BASELINE_PROFILES[key]
         evidence["baseline"] = {"name": best_baseline, "bottleneck": base.bottleneck, "key_metrics": base.key_metrics}
     evidence["seconds"] = time.perf_counter() - start

@@ -4,8 +4,8 @@ Row lengths come from every row. Features of the pattern itself (diagonals, bloc
 x) come from whole bands of 32 consecutive rows. A matrix with few rows is read whole; a large one is read on a
 random sample of bands, since that is enough for a ratio or a share, and it keeps a 30M-nonzero matrix well
 under two seconds. A planner compares formats by these numbers:
-- rows of very different lengths (cv, max against mean, p99): one launch that balances them (merge path,
-  CSR-adaptive), or a split for dense rows;
+- rows of very different lengths (cv, max against mean, p99, the steps warps take walking them): one launch
+  that balances them (merge path, CSR-adaptive), or a split for dense rows;
 - nonzeros on few diagonals: diagonal or banded storage;
 - dense blocks: BSR on tensor cores;
 - neighbouring rows that share columns: row groups on tensor cores;
@@ -22,6 +22,9 @@ BAND_ROWS = 32  # rows per sampled band: whole blocks of every size up to 32
 SAMPLE_BANDS = 1 << 11  # bands read when the matrix has more (65,536 rows)
 BLOCK_SIZES = (4, 8, 16, 32)
 H200_L2_BYTES = 60 * 1024 * 1024  # as the H200 reports it (l2_bytes in evals/results/floors_h200.json)
+WALK_GROUPS = (1, 2, 4, 8, 16, 32)  # lanes per row of the row-walking kernels (their GROUP values)
+WALK_NONZEROS = 8  # nonzeros a lane takes per step: two 16-byte loads of 4 (UNROLL 2, every start's value)
+SHORT_ROW = 64  # rows the split kernel's start walks by groups; longer ones go to warps of their own (LONG_ROW)
 
 
 def spmv_bytes(M: int, K: int, nnz: int, value_bytes: int = 4) -> int:
@@ -47,15 +50,39 @@ def _distinct(keys: np.ndarray) -> int:
     return int(1 + np.count_nonzero(ordered[1:] != ordered[:-1]))
 
 
+def warp_walk_steps(lengths: np.ndarray, group: int) -> float:
+    """Steps of every warp whose 32 / `group` consecutive rows are each walked by `group` lanes, WALK_NONZEROS per
+    lane and step, summed over the warps, per row: a warp takes as many steps as its longest row needs, so short,
+    empty and uneven rows leave lanes idle for the warp's whole walk."""
+    rows = BAND_ROWS // group
+    steps = -(-lengths // (WALK_NONZEROS * group))
+    padded = np.zeros(-(-len(steps) // rows) * rows, dtype=steps.dtype)
+    padded[:len(steps)] = steps
+    return float(padded.reshape(-1, rows).max(axis=1).sum(dtype=np.int64) / max(len(lengths), 1))
+
+
+def walk_features(lengths: np.ndarray) -> dict[str, float]:
+    """What a row walk costs (tools/families/csr_spmv/cost.py): the warps' steps over all rows at each group of
+    lanes per row; the same with the rows over SHORT_ROW left to warps of their own (walk_short_*), and those rows'
+    steps at a warp per row (long_row_steps), both per row."""
+    lengths = lengths.astype(np.int32)  # half the memory traffic of int64: this runs over every row
+    short = np.where(lengths > SHORT_ROW, 0, lengths)
+    long_rows = lengths[lengths > SHORT_ROW]
+    features = {f"walk_steps_{g}": warp_walk_steps(lengths, g) for g in WALK_GROUPS}
+    features |= {f"walk_short_steps_{g}": warp_walk_steps(short, g) for g in WALK_GROUPS[:-1]}
+    features["long_row_steps"] = float((-(-long_rows // (4 * BAND_ROWS))).sum(dtype=np.int64) / max(len(lengths), 1))
+    return features
+
+
 def row_length_features(lengths: np.ndarray, K: int) -> dict[str, float]:
-    """Mean, spread, quantiles and extremes of the row lengths (all rows)."""
+    """Mean, spread, quantiles and extremes of the row lengths, and the row walks' steps (all rows)."""
     M = len(lengths)
     if not M:
         return {}
     mean = float(lengths.mean())
     q50, q90, q99 = (float(q) for q in np.percentile(lengths, (50, 90, 99)))
     dense_row = max(10 * mean, np.sqrt(K))
-    return {
+    return {**walk_features(lengths),
         "row_mean": mean,
         "row_max": float(lengths.max()),
         "row_cv": float(lengths.std() / mean) if mean else 0.0,

@@ -226,18 +226,20 @@ class GpuVerifier:
     """Compile here, run in child processes with timeouts: a crash or hang never reaches the pipeline.
 
     Stages: static check and compile -> correctness and benchmark (one child) -> compute-sanitizer on the
-    instances that child saved (tails, the longest rows, the main instance; one child per tool) -> Nsight Compute on the main shape (candidate, and the best
-    baseline once per spec). Each later stage runs only when the earlier ones passed, and the sanitizer
-    and profiler only for a candidate faster than the run's best so far: only such a candidate can be
-    accepted, so every accepted kernel has passed them.
+    instances that child saved (tails, the longest rows, the main instance; one child per tool) -> Nsight Compute on
+    the main shape (candidate, and the best baseline once per spec when `profile_baseline`, for the LLM reviewer).
+    Each later stage runs only when the earlier ones passed, and the sanitizer and profiler only for a candidate
+    faster than the run's best so far: only such a candidate can be accepted, so every accepted kernel has passed them.
     """
 
     backend = "gpu"
 
     def __init__(self, arch: str, trials: int = 3, timeout_s: float = 300.0, runs: int = 30,
                  sanitize: bool = True, profile: bool = True, tool_timeout_s: float = 300.0,
-                 tools_record: ToolsRecord | None = None) -> None:
-        """`tools_record`: where the sanitizer's and the profiler's passes are kept (this process's, by default)."""
+                 tools_record: ToolsRecord | None = None, profile_baseline: bool = True) -> None:
+        """`tools_record`: where the sanitizer's and the profiler's passes are kept (this process's, by default).
+        `profile_baseline`: profile the best baseline beside the candidate for the evidence's "baseline"; only the LLM
+        reviewer reads it, and it makes the profile stage about three times as long (11.5 s against 4 s on the H200)."""
         self.arch = arch
         self.trials = trials
         self.timeout_s = timeout_s
@@ -246,6 +248,7 @@ class GpuVerifier:
         self.profile = profile
         self.tool_timeout_s = tool_timeout_s
         self.tools_record = tools_record or _PROCESS_TOOLS
+        self.profile_baseline = profile_baseline
 
     def verify(self, candidate: KernelCandidate, spec: Spec, best_us: float | None = None,
                already_checked: str | None = None, ahead: Sequence[KernelCandidate] = ()) -> VerificationReport:
@@ -375,12 +378,14 @@ class GpuVerifier:
             return Feedback(stage="profile", status="not_executed", message="not executed: ncu not found")
         copy_bw = run.measurement.copy_bandwidth_gbps if run.measurement else None
         best = run.measurement.best_baseline if run.measurement else None
-        return profile_stage(job.model_copy(update={"mode": "profile"}), tmp, self.tool_timeout_s, copy_bw, best)
+        return profile_stage(job.model_copy(update={"mode": "profile"}), tmp, self.tool_timeout_s, copy_bw, best,
+                             self.profile_baseline)
 
 
 def make_verifier(arch: str | None = None, force_compile_only: bool = False,
-                  tools_record: ToolsRecord | None = None) -> Verifier:
-    """The GPU backend when a CUDA device is usable, else compile-only. `tools_record`: see GpuVerifier."""
+                  tools_record: ToolsRecord | None = None, profile_baseline: bool = True) -> Verifier:
+    """The GPU backend when a CUDA device is usable, else compile-only. `tools_record`, `profile_baseline`: see
+    GpuVerifier."""
     from sparseditto.settings import Settings
     from sparseditto.tools.device import detect
 
@@ -388,5 +393,5 @@ def make_verifier(arch: str | None = None, force_compile_only: bool = False,
     if facts.gpu and not force_compile_only:
         settings = Settings()
         return GpuVerifier(arch=arch or facts.gpu["arch"], sanitize=settings.sanitize, profile=settings.profile,
-                           tools_record=tools_record)
+                           tools_record=tools_record, profile_baseline=profile_baseline)
     return CompileOnlyVerifier(arch=arch or "sm_90")

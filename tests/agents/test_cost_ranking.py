@@ -46,11 +46,15 @@ def test_every_strategy_carries_its_prediction_and_the_order_follows_it():
     assert predicted == sorted(predicted)
 
 
-def test_a_stencil_leads_with_diagonal_storage(tmp_path):
+def test_a_stencil_prices_diagonal_storage_within_the_contenders_reach(tmp_path):
+    """DIA's efficiency is the one measured on a random band (0.40 of copy bandwidth), where it lost; on a stencil,
+    its own class, it is not yet measured: the planner prices it within the contenders' reach of CSR."""
+    from sparseditto.agents.reviewer import CONTENDER_FACTOR
+
     plan = offline_plan(matrix_spec(tmp_path, generators.stencil_2d(np.random.default_rng(0), 400_000)))
     assert plan.features["diag_share_top8"] == pytest.approx(1.0)
-    assert kernels(plan)[0] == "spmv_dia"
-    dia = plan.strategies[0]
+    dia = next(s for s in plan.strategies if s.kernel == "spmv_dia")
+    assert dia.calibrated_us <= CONTENDER_FACTOR * plan.strategies[0].calibrated_us
     assert dia.start["MAX_DIAGS"] == 8 and "100%" in dia.why
 
 
@@ -62,10 +66,11 @@ def test_rows_of_thousands_keep_one_thread_per_row_kernels_last(tmp_path):
 
 
 def test_measurements_re_rank_the_plan_on_the_same_gpu_only(tmp_path):
-    spec = parse_spec({"operation": "spmv", "pattern": {"distribution": "power_law", "nnz_per_row": 16},
+    spec = parse_spec({"operation": "spmv", "pattern": {"distribution": "uniform", "nnz_per_row": 16},
                        "M": 50000, "K": 50000})
     plan = offline_plan(spec)
     first, second = plan.strategies[0], plan.strategies[1]
+    assert second.predicted_us < 4.0 ** (3 / 4) * first.predicted_us, "the calibration below must be able to swap them"
     store = ExperienceStore(tmp_path / "experience.sqlite")
     # an earlier run measured the first kernel at 4x its prediction and the second at its prediction, three times
     for run in range(3):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sparseditto.agents.planner import offline_plan
-from sparseditto.agents.retriever import plan_query, references_markdown, retrieve
+from sparseditto.agents.retriever import PLAUSIBLE_FACTOR, plan_query, references_markdown, retrieve
 from sparseditto.agents.schemas import Choice
 from sparseditto.knowledge_base.experience import ExperienceStore
 from sparseditto.spec import parse_spec
@@ -96,3 +96,24 @@ def test_plan_query_and_report_section(tiny_spmv, store):
     assert lines[0] == "## Retrieved"
     assert any("spmv_csr_vec4" in line and "| library |" in line for line in lines)
     assert any(line.startswith(f"| {refs.passages[0].id} |") and f"{refs.passages[0].score:.2f}" in line for line in lines)
+
+
+def test_a_similar_entry_the_cost_model_prices_far_off_does_not_go_first(store):
+    """In a suite of unrelated matrices the nearest stored entry may be a kernel that fits this one badly: it goes first
+    only when the cost model prices it within PLAUSIBLE_FACTOR of its fastest start."""
+    skewed = {"name": "skewed", "operation": "spmv", "pattern": {"distribution": "power_law", "nnz_per_row": 8},
+              "M": 20000, "K": 20000, "dtype": "fp32"}
+    spec = parse_spec(skewed)
+    plan = offline_plan(spec)
+    prices = {s.kernel: s.predicted_us for s in plan.strategies}
+    far = next(s for s in plan.strategies if s.predicted_us > PLAUSIBLE_FACTOR * min(prices.values()))
+    store.record(parse_spec({**skewed, "M": 40000}), Choice(kernel=far.kernel, params=far.start), "// src",
+                 {"median_us": 20.0, "speedup_vs_best": 1.1, "best_baseline": "cusparse"}, GPU, "run0")
+    refined, refs = retrieve(plan, spec, GPU, store, 4000)
+    assert refined.strategies[0].kernel == plan.strategies[0].kernel != far.kernel
+    assert all(r.origin == "library" for r in refs.kernels)
+    # the same entry for a kernel priced near the fastest goes first
+    near = plan.strategies[0]
+    store.record(parse_spec({**skewed, "M": 30000}), Choice(kernel=near.kernel, params=near.start), "// src",
+                 {"median_us": 20.0, "speedup_vs_best": 1.1, "best_baseline": "cusparse"}, GPU, "run1")
+    assert retrieve(plan, spec, GPU, store, 4000)[1].kernels[0].origin == "experience"

@@ -83,8 +83,8 @@ class ProfileStage:
         monkeypatch.setattr(gpu_stages, "run_ncu", run_ncu)
         monkeypatch.setattr(gpu_stages, "_BASELINE_PROFILES", {})
 
-    def __call__(self):
-        return self.stage(self.job, self.tmp, 60.0, 4000.0, "cusparse_spmv_default")
+    def __call__(self, profile_baseline=True):
+        return self.stage(self.job, self.tmp, 60.0, 4000.0, "cusparse_spmv_default", profile_baseline)
 
 
 @pytest.fixture
@@ -120,6 +120,18 @@ def test_a_baseline_that_spoils_the_shared_run_costs_only_its_own_summary(stage)
     report = stage()
     assert [baseline for baseline, _ in stage.calls] == ["cusparse_spmv_default", None]
     assert report.status == "passed" and "baseline" not in report.evidence
+
+
+def test_with_the_baseline_switched_off_the_candidate_is_profiled_alone(stage):
+    """The offline policy never reads the baseline's profile: the run has no baseline (the candidate's entries only),
+    and the evidence no "baseline", not even one kept from an earlier run of the same spec."""
+    stage.answer = lambda job, kernels: ((stage.mine + stage.library if job.profile_baseline else stage.mine), "", 0)
+    alone = stage(profile_baseline=False)
+    assert stage.calls == [(None, [stage.entry])]
+    assert alone.status == "passed" and "baseline" not in alone.evidence
+    assert [k["kernel"] for k in alone.evidence["kernels"]] == [stage.entry]
+    assert "baseline" in stage().evidence
+    assert "baseline" not in stage(profile_baseline=False).evidence and stage.calls[-1] == (None, [stage.entry])
 
 
 @pytest.mark.gpu

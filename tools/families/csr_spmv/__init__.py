@@ -17,6 +17,7 @@ from sparseditto.tools.families.csr_spmv.merge_path import merge_path
 from sparseditto.tools.families.csr_spmv.preparations import long_row_chunk_ptr
 from sparseditto.tools.families.csr_spmv.sell import sell_c_sigma
 from sparseditto.tools.families.csr_spmv.u16 import csr_u16
+from sparseditto.tools.structure import SHORT_ROW, WALK_GROUPS
 
 
 class CsrSpmvSpec(CsrSpecFields):
@@ -29,11 +30,6 @@ class CsrSpmvSpec(CsrSpecFields):
         if self.N != 1:
             raise ValueError("spmv has N = 1; leave N out or use operation 'spmm'")
         return self
-
-
-def _pow2_at_most(x: float, choices: list[int]) -> int:
-    fitting = [c for c in choices if c <= max(x, 1)]
-    return max(fitting) if fitting else min(choices)
 
 
 class CsrSpmv(CsrFamily):
@@ -54,24 +50,37 @@ class CsrSpmv(CsrFamily):
         planner re-ranks them by what earlier runs measured."""
         f = features
         vb = dtype_info(spec.dtype).bytes
-        group = _pow2_at_most(f["row_mean"] / 4, [1, 2, 4, 8, 16, 32])
+
+        def fastest_group(kernel: str, start: dict[str, int], groups: tuple[int, ...] = WALK_GROUPS) -> int:
+            """The lanes per row the cost model prices fastest (the warps' walk steps depend on it); of those within 10%
+            the widest, whose lanes read a row in fewer, adjacent loads (what the step count does not see; measured at
+            near-equal prices on two matrices, 4 lanes beat 2 by 4-12%)."""
+            times = {g: predicted_us(kernel, {**start, "GROUP": g}, f, vb) for g in groups}
+            return max(g for g, t in times.items() if t <= 1.1 * min(times.values()))
+
+        vec4 = {"UNROLL": 2, "BLOCK": 256, "HINT": 1, "XL": 0}
+        split = {"UNROLL": 2, "BLOCK": 256, "LONG_ROW": SHORT_ROW, "CHUNK": 4096, "HINT": 1}
+        u16 = {"UNROLL": 2, "BLOCK": 256, "HINT": 1}
+        group = fastest_group("spmv_csr_vec4", vec4)
+        split_group = fastest_group("spmv_csr_split_vec4", split, WALK_GROUPS[:-1])
+        u16_group = fastest_group("spmv_csr_u16", u16)
         stored, share = dia_layout(f, 64)
         max_diags = next((d for d in (8, 16, 32, 64) if d >= stored), 64)
         starts = [
-            StrategyStart("spmv_csr_vec4", {"GROUP": group, "UNROLL": 2, "BLOCK": 256, "HINT": 1, "XL": 0},
+            StrategyStart("spmv_csr_vec4", {"GROUP": group, **vec4},
                           f"CSR, {group} lanes per row (mean {f['row_mean']:.1f}), 4 nonzeros per 16-byte load"),
-            StrategyStart("spmv_csr_split_vec4",
-                          {"GROUP": min(16, max(1, group)), "UNROLL": 2, "BLOCK": 256, "LONG_ROW": 64, "CHUNK": 4096,
-                           "HINT": 1},
-                          f"CSR with rows over 64 cut into warp-sized chunks (max {f['row_max']:.0f}, cv {f['row_cv']:.2f})"),
+            StrategyStart("spmv_csr_split_vec4", {"GROUP": split_group, **split},
+                          f"CSR with rows over {SHORT_ROW} cut into warp-sized chunks (max {f['row_max']:.0f}, "
+                          f"cv {f['row_cv']:.2f}), {split_group} lanes per shorter row"),
             StrategyStart("spmv_merge_path", {"BLOCK": 256, "ITEMS": 8, "HINT": 1},
                           f"merge path: equal shares of rows + nonzeros per thread, whatever the skew (cv {f['row_cv']:.2f})"),
             StrategyStart("spmv_sell_c_sigma", {"C": 32, "SIGMA": 4096, "BLOCK": 256},
                           f"SELL-32-4096: coalesced without shuffles on rows of similar length (cv {f['row_cv']:.2f})"),
             StrategyStart("spmv_dia", {"MAX_DIAGS": max_diags, "BLOCK": 256},
                           f"DIA: {share:.0%} of the nonzeros on the {stored:.0f} densest diagonals, no column indices"),
-            StrategyStart("spmv_csr_u16", {"GROUP": group, "UNROLL": 2, "BLOCK": 256, "HINT": 1},
-                          f"16-bit column offsets (band half-width {f.get('bandwidth', 1.0) * f['cols']:.0f} columns)"),
+            StrategyStart("spmv_csr_u16", {"GROUP": u16_group, **u16},
+                          f"16-bit column offsets (band half-width {f.get('bandwidth', 1.0) * f['cols']:.0f} columns), "
+                          f"{u16_group} lanes per row"),
         ]
         ranked = [replace(s, predicted_us=predicted_us(s.kernel, s.start, f, vb)) for s in starts]
         return sorted(ranked, key=lambda s: s.predicted_us)

@@ -1,10 +1,10 @@
 """A cost model per SpMV kernel: the bytes its format moves, the bandwidth it can reach, the tail its longest row
 makes and the launches it needs, from the structural features alone (no matrix is built).
 
-The numbers are priors for an H200 (copy bandwidth 4.25 TB/s and 60 MB of L2, measured in
-`evals/results/floors_h200.json`; the per-kernel efficiencies are guesses written down in bench/NOTES.md before
-any measurement). The planner multiplies each prediction by the kernel's calibration from earlier measurements
-(the experience store), so the guesses only order the first run's candidates.
+The numbers are priors for an H200: copy bandwidth 4.25 TB/s and 60 MB of L2 (`evals/results/floors_h200.json`);
+the row walks' step times fitted to measured candidates (below); the per-kernel efficiencies first guesses, two of
+them corrected by measurements. The planner multiplies each prediction by the kernel's calibration from earlier
+measurements (the experience store), so the priors only order the first run's candidates.
 """
 
 from __future__ import annotations
@@ -20,17 +20,30 @@ SECTOR = 32  # bytes a scattered x read costs when x does not stay in L2
 # scattered x reads the whole GPU completes per microsecond: 16.8M random-column reads (x in L2) in 116.9 us,
 # `gathers` in evals/results/floors_h200.json
 GATHERS_PER_US = 16_777_216 / 116.9
-STEP_US = 0.35  # one dependent load step of one warp or thread (latency with two loads in flight)
+# Row walks (the row-per-group kernels) are bound by latency, not bandwidth: each step loads column indices and then
+# the x values they point to. Fitted to 16 measured candidates on four suite matrices (H200, fp32; the table and
+# the check in `python3 bench/cost_model_check.py`):
+# one step of a warp walking alone (the longest row's tail): 201 us for 126 steps (circuit, 16 lanes per row) and
+# 437 us for 250 (empty70, 4 lanes)
+STEP_US = 1.6
+# warp steps the whole GPU completes per microsecond when many warps walk (1250-2600 across the 16 candidates)
+WALK_STEPS_PER_US = 1800.0
 
-# the share of copy bandwidth a kernel reaches on rows that keep it busy (guesses, calibrated by measurements)
+# the share of copy bandwidth a kernel reaches on rows that keep it busy (guesses unless noted; calibrated by
+# measurements in the experience store)
 EFFICIENCY = {
     "spmv_csr_vec4": 0.80,
     "spmv_csr_split_vec4": 0.78,
-    "spmv_merge_path": 0.70,
+    "spmv_merge_path": 0.47,  # measured 1.4-1.6x the 0.70 first guessed (circuit 36.0 us, empty70 104.7 us)
     "spmv_sell_c_sigma": 0.80,
-    "spmv_dia": 0.85,
+    "spmv_dia": 0.40,  # measured 2.1x the 0.85 first guessed (band_narrow, 49.9 us, the one measurement)
     "spmv_csr_u16": 0.78,
 }
+
+
+def walk_us(steps_per_row: float, f: Mapping[str, float], unroll: int) -> float:
+    """Every warp's walk at the GPU's rate; the features count steps of two loads per lane (UNROLL 2)."""
+    return steps_per_row * f["rows"] * 2 / max(unroll, 1) / WALK_STEPS_PER_US
 
 
 def x_bytes(f: Mapping[str, float], value_bytes: int) -> float:
@@ -75,20 +88,20 @@ def dia_layout(f: Mapping[str, float], max_diags: int) -> tuple[float, float]:
 
 def predicted_us(kernel: str, start: Mapping[str, int], f: Mapping[str, float], value_bytes: int) -> float:
     """The kernel's time at its starting parameters: the longest of moving its bytes at the bandwidth it reaches,
-    the scattered reads of x, and the walk of the longest row where one thread or warp walks it alone; plus
-    launches."""
+    the scattered reads of x, every warp's row walk at the GPU's rate of steps, and the walk of the longest row
+    where one group or warp walks it alone; plus launches."""
     bandwidth = COPY_BYTES_PER_US * EFFICIENCY[kernel]
-    row_max, row_mean = f["row_max"], max(f["row_mean"], 1e-9)
-    launches, tail, gathers = 1, 0.0, scattered_reads(f)
+    row_max = f["row_max"]
+    launches, tail, walk, gathers = 1, 0.0, 0.0, scattered_reads(f)
     if kernel == "spmv_csr_vec4":
         moved = csr_bytes(f, value_bytes)
-        tail = row_max / (4 * start["GROUP"]) * STEP_US / max(start["UNROLL"], 1)
-        # lanes idle on rows shorter than a group's load step
-        bandwidth *= min(1.0, 0.4 + 0.6 * row_mean / (4 * start["GROUP"]))
+        walk = walk_us(f[f"walk_steps_{start['GROUP']}"], f, start["UNROLL"])
+        tail = row_max / (4 * start["GROUP"] * max(start["UNROLL"], 1)) * STEP_US
     elif kernel == "spmv_csr_split_vec4":
         moved = csr_bytes(f, value_bytes)
+        # rows over LONG_ROW go to a warp per chunk (its start's 64 is the features' SHORT_ROW)
+        walk = walk_us(f[f"walk_short_steps_{start['GROUP']}"] + f["long_row_steps"], f, start["UNROLL"])
         tail = min(row_max, start["CHUNK"]) / (4 * 32) * STEP_US
-        bandwidth *= min(1.0, 0.4 + 0.6 * row_mean / (4 * start["GROUP"]))
         launches = 2 if row_max > start["LONG_ROW"] else 1
     elif kernel == "spmv_merge_path":
         moved = csr_bytes(f, value_bytes) + 4 * f["rows"]  # every row end read once more by the path search
@@ -97,7 +110,10 @@ def predicted_us(kernel: str, start: Mapping[str, int], f: Mapping[str, float], 
         # a slice costs its longest row; sorting in windows leaves padding where lengths vary within C rows
         padding = min(1.0, f["row_cv"] * start["C"] / max(start["SIGMA"], 1) * 4)
         moved = csr_bytes(f, value_bytes) * (1 + padding) + 8 * f["rows"]  # row_perm and row_len
-        tail = row_max * STEP_US / 2  # one thread walks the longest row, one coalesced load per step
+        # a warp walks a slice of C rows, two nonzeros per thread and step, as long as its longest (padded) row: the
+        # row-walk rate assumed the same as the measured kernels' (SELL itself not measured yet)
+        walk = f["nnz"] * (1 + padding) / (2 * start["C"]) / WALK_STEPS_PER_US
+        tail = row_max * STEP_US / 2  # one thread walks the longest row, two nonzeros per step
     elif kernel == "spmv_dia":
         stored, share = dia_layout(f, start["MAX_DIAGS"])
         rest = f["nnz"] * (1.0 - share)
@@ -110,9 +126,9 @@ def predicted_us(kernel: str, start: Mapping[str, int], f: Mapping[str, float], 
         # half-width bounds the span, else every nonzero is assumed to fall back to its 32-bit index
         fits = 2 * f.get("bandwidth", 1.0) * f["cols"] < 65536
         moved = csr_bytes(f, value_bytes, index_bytes=2.0 if fits else 4.5)
-        tail = row_max / (4 * start["GROUP"]) * STEP_US / max(start["UNROLL"], 1)
-        bandwidth *= min(1.0, 0.4 + 0.6 * row_mean / (4 * start["GROUP"]))
+        walk = walk_us(f[f"walk_steps_{start['GROUP']}"], f, start["UNROLL"])
+        tail = row_max / (4 * start["GROUP"] * max(start["UNROLL"], 1)) * STEP_US
     else:
         raise KeyError(f"no cost model for {kernel}")
-    return max(moved / bandwidth, gathers / GATHERS_PER_US, tail) + LAUNCH_US * launches
+    return max(moved / bandwidth, gathers / GATHERS_PER_US, walk, tail) + LAUNCH_US * launches
 
