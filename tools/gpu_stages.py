@@ -7,6 +7,7 @@ summarised for the reviewer. A crash, hang or tool failure becomes feedback, nev
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -20,7 +21,7 @@ import structlog
 from sparseditto.settings import Settings
 from sparseditto.tools.profiler import KernelProfile, ProfileSummary, run_ncu, summarize
 from sparseditto.tools.results import Feedback
-from sparseditto.tools.runner import BatchJob, RunJob, RunResult
+from sparseditto.tools.runner import LAUNCHED_AT_ENV, BatchJob, RunJob, RunResult
 from sparseditto.tools.sanitizer import TOOLS, Finding, run_tool
 
 log = structlog.get_logger(__name__)
@@ -42,10 +43,19 @@ def run_child(job: RunJob, tmp: Path, timeout_s: float) -> RunResult | Feedback:
     """The runner in its own process; a hang, crash or missing result becomes launch feedback."""
     job_file, out_file = tmp / f"job-{job.mode}.json", tmp / f"result-{job.mode}.json"
     job_file.write_text(job.model_dump_json())
+    start = time.perf_counter()
     ended = _run(_child_command(job_file, out_file), timeout_s)
     if ended is not None or not out_file.exists():
         return ended or _missing(None)
-    return RunResult.model_validate_json(out_file.read_text())
+    return _with_process_seconds(RunResult.model_validate_json(out_file.read_text()), time.perf_counter() - start)
+
+
+def _with_process_seconds(result: RunResult, seconds: float) -> RunResult:
+    """The runner process's whole wall time in the first stage's evidence: beside the stages' own seconds it shows what
+    the process spent starting, loading and between the stages."""
+    if result.feedback:
+        result.feedback[0].evidence["process_seconds"] = round(seconds, 2)
+    return result
 
 
 def run_batch_child(jobs: list[RunJob], tmp: Path, timeout_s: float) -> list[RunResult | Feedback]:
@@ -55,13 +65,16 @@ def run_batch_child(jobs: list[RunJob], tmp: Path, timeout_s: float) -> list[Run
     batch_file, out_dir = tmp / "job-batch.json", tmp / "batch-results"
     out_dir.mkdir(exist_ok=True)
     batch_file.write_text(BatchJob(jobs=jobs).model_dump_json())
+    start = time.perf_counter()
     ended = _run([sys.executable, "-m", "sparseditto.tools.runner", "--batch", str(batch_file), str(out_dir)],
                  timeout_s * len(jobs))
+    seconds = time.perf_counter() - start
     results: list[RunResult | Feedback] = []
     for i in range(len(jobs)):
         out_file = out_dir / f"result-{i}.json"
         if out_file.exists():
-            results.append(RunResult.model_validate_json(out_file.read_text()))
+            result = RunResult.model_validate_json(out_file.read_text())
+            results.append(_with_process_seconds(result, seconds) if i == 0 else result)
         elif not any(isinstance(r, Feedback) for r in results):
             results.append(ended or _missing(None))
         else:
@@ -72,8 +85,10 @@ def run_batch_child(jobs: list[RunJob], tmp: Path, timeout_s: float) -> list[Run
 
 def _run(command: list[str], timeout_s: float) -> Feedback | None:
     """The command to its end; why it failed as launch feedback, None when it exited normally."""
+    # the launch's moment on the system-wide monotonic clock: the runner reports how long it took to start
+    env = {**os.environ, LAUNCHED_AT_ENV: repr(time.monotonic())}
     try:
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=env)
     except subprocess.TimeoutExpired:
         return Feedback(stage="launch", status="failed", error_type="timeout",
                         message=f"the candidate run did not finish within {timeout_s:.0f} s (hang or far too slow)",

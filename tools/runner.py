@@ -47,6 +47,7 @@ from sparseditto.tools.tensormap import ArrayInfo, TensorMapError
 from sparseditto.tools.timing import L2Flusher, device_copy_bandwidth, time_call
 from sparseditto.tools.values import numerics
 
+LAUNCHED_AT_ENV = "SPARSEDITTO_LAUNCHED_AT"  # time.monotonic() when the parent started this process (gpu_stages._run)
 VALUE_SETS = 3  # value sets the timed runs cycle through, changed in place (fewer when memory is short)
 SANITIZE_MAIN_MAX_BYTES = 2 << 30  # the main instance goes under the sanitizer up to this size
 
@@ -665,12 +666,30 @@ def profile_job(job: RunJob) -> RunResult:
 MODES = {"verify": run_job, "sanitize": sanitize_job, "profile": profile_job}
 
 
+def startup_seconds() -> float | None:
+    """Seconds from the parent's launch of this process to now (interpreter start and imports), when it said when."""
+    launched = os.environ.get(LAUNCHED_AT_ENV)
+    return round(time.monotonic() - float(launched), 2) if launched else None
+
+
+def _note_seconds(result: RunResult, **seconds: float | None) -> RunResult:
+    """Seconds spent outside the stages, in the first stage's evidence."""
+    if result.feedback:
+        result.feedback[0].evidence.update({k: v for k, v in seconds.items() if v is not None})
+    return result
+
+
 def run_batch(batch: BatchJob, out_dir: Path) -> None:
     """Each job in order, its result written before the next starts; the device's free memory scrubbed between."""
+    started = startup_seconds()
     for i, job in enumerate(batch.jobs):
+        scrubbed = None
         if i:
+            begin = time.perf_counter()
             scrub_free_device_memory()
-        (out_dir / f"result-{i}.json").write_text(run_job(job).model_dump_json())
+            scrubbed = round(time.perf_counter() - begin, 2)
+        result = _note_seconds(run_job(job), startup_seconds=started if i == 0 else None, scrub_seconds=scrubbed)
+        (out_dir / f"result-{i}.json").write_text(result.model_dump_json())
 
 
 def scrub_free_device_memory() -> None:
@@ -702,8 +721,11 @@ def main(argv: list[str]) -> int:
     if argv[0] == "--batch":
         run_batch(BatchJob.model_validate_json(Path(argv[1]).read_text()), Path(argv[2]))
         return 0
+    started = startup_seconds()
     job = RunJob.model_validate_json(Path(argv[0]).read_text())
     result = MODES[job.mode](job)
+    if job.mode == "verify":
+        result = _note_seconds(result, startup_seconds=started)
     Path(argv[1]).write_text(result.model_dump_json())
     return 0
 

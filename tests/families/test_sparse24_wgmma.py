@@ -735,3 +735,13 @@ def test_hopper_compute_bound_specs_start_with_wgmma_and_keep_mma_sp_behind_it()
     assert [k for k, _ in starts(arch="sm_90a", dtype="fp8_e4m3")] == ["sp24_mma_sp"]  # 16-bit only
     assert [k for k, _ in starts(arch="sm_90a", N=128)] == ["sp24_mma_sp"]
     assert [k for k, _ in starts(arch="sm_90a", N=16)] == ["sp24_stream", "sp24_skinny", "sp24_mma_sp"]
+
+
+@pytest.mark.parametrize(("N", "lags"), [(4096, [1]), (4100, [1, 2])])
+def test_lag_is_searched_only_where_b_goes_by_cp_async(N, lags):
+    """LAG paces the cp.async copies of B: with B by TMA (N a multiple of 8) every LAG compiles to the same behaviour,
+    so the search space keeps one value there."""
+    spec = parse_spec({"operation": "spmm", "pattern": {"kind": "n_m"}, "M": 4096, "K": 4096, "N": N, "dtype": "fp16",
+                       "arch": "sm_90a"})
+    wgmma = next(s for s in offline_plan(spec).strategies if s.kernel == "sp24_wgmma_sp")
+    assert wgmma.start["BTMA"] == 1 and wgmma.space["LAG"] == lags

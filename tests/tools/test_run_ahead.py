@@ -177,3 +177,47 @@ def test_a_candidate_run_ahead_is_checked_and_compiled_once(children, monkeypatc
     later = gpu.verify(vec4(2), spmv())
     assert compiled == [vec4(4).label(), vec4(2).label()]
     assert later.compiled and later.correct and "run_ahead" in later.stage("correctness").evidence
+
+
+def test_the_runner_reports_its_start_and_scrubs_and_the_parent_its_wall_time(tmp_path, monkeypatch):
+    """Where a child's seconds go outside its stages: the start (interpreter and imports, from the parent's launch on
+    the monotonic clock), the scrub between a batch's candidates, and the whole process as the parent timed it."""
+    import time
+
+    from sparseditto.tools import runner
+
+    gpu = verifier_module.GpuVerifier(arch="sm_90")
+    draw = verifier_module.InputDraw.fresh(spmv(), 2)
+    jobs = [gpu._job(vec4(g), spmv(), verifier_module.compile_candidate(vec4(g), spmv(), "sm_90")[0], tmp_path, draw)
+            for g in (4, 2)]
+    monkeypatch.setenv(runner.LAUNCHED_AT_ENV, repr(time.monotonic() - 1.5))
+    monkeypatch.setattr(runner, "run_job", lambda job: passed(job, 10.0))
+    monkeypatch.setattr(runner, "scrub_free_device_memory", lambda: time.sleep(0.05))
+    out = tmp_path / "batch-results"
+    out.mkdir()
+    runner.run_batch(BatchJob(jobs=jobs), out)
+    first, second = (RunResult.model_validate_json((out / f"result-{i}.json").read_text()).feedback[0].evidence
+                     for i in range(2))
+    assert first["startup_seconds"] >= 1.5 and "scrub_seconds" not in first
+    assert second["scrub_seconds"] >= 0.05 and "startup_seconds" not in second
+
+    def slow_child(command, timeout_s):
+        time.sleep(0.2)
+        for i, job in enumerate(jobs):
+            (Path(command[-1]) / f"result-{i}.json").write_text(passed(job, 10.0).model_dump_json())
+
+    monkeypatch.setattr(gpu_stages, "_run", slow_child)
+    results = gpu_stages.run_batch_child(jobs, tmp_path, 10.0)
+    assert results[0].feedback[0].evidence["process_seconds"] >= 0.2
+    assert "process_seconds" not in results[1].feedback[0].evidence
+
+
+def test_the_parent_tells_the_child_process_when_it_launched_it(tmp_path):
+    import sys
+
+    from sparseditto.tools.runner import LAUNCHED_AT_ENV
+
+    out = tmp_path / "startup.txt"
+    code = (f"import os, time; open({str(out)!r}, 'w').write(repr(time.monotonic() - float(os.environ[{LAUNCHED_AT_ENV!r}])))")
+    assert gpu_stages._run([sys.executable, "-c", code], 60) is None
+    assert 0.0 < float(out.read_text()) < 60.0

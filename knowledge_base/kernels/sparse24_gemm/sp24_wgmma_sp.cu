@@ -58,6 +58,9 @@ constraints:  # over the parameters and the problem symbols; a choice breaking o
   - "BM % (64 * CLUSTER) == 0"  # each block's share of an A box: whole 64-row slabs, 1024-byte aligned (swizzle)
   - "CLUSTER == 1 or N > BN"  # the second block of a cluster must have columns of C to compute
   - "PERSIST == 0 or (CLUSTER == 1 and INFLIGHT == 0)"  # the tile loop is written for single blocks, one group at a time
+  # LAG paces the cp.async copies of B only: where B goes by TMA its values compile to the same behaviour, and a
+  # search would spend iterations on them
+  - "LAG == 1 or BTMA == 0 or N % 8 != 0"
   - "STAGES * (BK * BN * value_bytes + BM * BK // 2 * value_bytes + BM * BK // 8) + 16 * STAGES + 1024 <= 232448"
 kernels:
   - entry: sp24_wgmma_sp

@@ -82,6 +82,8 @@ class CsrSpmv(CsrFamily):
                           f"16-bit column offsets (band half-width {f.get('bandwidth', 1.0) * f['cols']:.0f} columns), "
                           f"{u16_group} lanes per row"),
         ]
+        if f["row_max"] <= SHORT_ROW:  # nothing to split: the same walk as spmv_csr_vec4, priced the same, would
+            starts = [s for s in starts if s.kernel != "spmv_csr_split_vec4"]  # take a contender's place
         ranked = [replace(s, predicted_us=predicted_us(s.kernel, s.start, f, vb)) for s in starts]
         return sorted(ranked, key=lambda s: s.predicted_us)
 
