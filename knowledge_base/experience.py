@@ -59,7 +59,8 @@ CREATE TABLE IF NOT EXISTS measured (
     predicted_us REAL NOT NULL,
     measured_us REAL NOT NULL,
     run_id TEXT NOT NULL,
-    created_at REAL NOT NULL
+    created_at REAL NOT NULL,
+    cost_model TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS measured_family ON measured (family, gpu_name);
 CREATE TABLE IF NOT EXISTS tools_passed (
@@ -120,6 +121,8 @@ class ExperienceStore:
         conn.executescript(_SCHEMA)
         if "checks_json" not in {row[1] for row in conn.execute("PRAGMA table_info(accepted)")}:  # a store from before
             conn.execute("ALTER TABLE accepted ADD COLUMN checks_json TEXT NOT NULL DEFAULT '{}'")
+        if "cost_model" not in {row[1] for row in conn.execute("PRAGMA table_info(measured)")}:  # its rows: version ''
+            conn.execute("ALTER TABLE measured ADD COLUMN cost_model TEXT NOT NULL DEFAULT ''")
         return conn
 
     def record(self, spec: Spec, choice: Choice, source: str, measurement: dict[str, Any], gpu: dict[str, Any],
@@ -188,24 +191,26 @@ class ExperienceStore:
 
     def record_measured(self, family: str, dtype: str, gpu_name: str, rows: list[tuple[str, float, float]],
                         run_id: str) -> None:
-        """(kernel, predicted us, measured us) of each correct candidate that ran at a start the cost model priced."""
+        """(kernel, predicted us, measured us) of each correct candidate that ran at a start the cost model priced,
+        with the version of the family's cost model that priced it."""
         if not rows:
             return
-        now = time.time()
+        now, model = time.time(), get_family(family).cost_model
         with closing(self._connect()) as conn, conn:
             conn.executemany("INSERT INTO measured (family, kernel, gpu_name, dtype, predicted_us, measured_us, run_id,"
-                             " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                             [(family, k, gpu_name, dtype, p, m, run_id, now) for k, p, m in rows])
+                             " created_at, cost_model) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                             [(family, k, gpu_name, dtype, p, m, run_id, now, model) for k, p, m in rows])
 
     def calibration(self, family: str, gpu_name: str) -> dict[str, float]:
-        """Per kernel, measured over predicted time on this GPU: the geometric mean of the latest ratios, pulled
-        toward 1 by PRIOR_WEIGHT. Kernels never measured here are absent (factor 1)."""
+        """Per kernel, measured over predicted time on this GPU: the geometric mean of the latest ratios against the
+        family's current cost model, pulled toward 1 by PRIOR_WEIGHT. Kernels never measured here are absent
+        (factor 1)."""
         if not self.path.exists():
             return {}
         with closing(self._connect()) as conn:
             rows = conn.execute("SELECT kernel, predicted_us, measured_us FROM measured WHERE family = ? AND gpu_name = ?"
-                                " AND predicted_us > 0 AND measured_us > 0 ORDER BY created_at DESC",
-                                (family, gpu_name)).fetchall()
+                                " AND cost_model = ? AND predicted_us > 0 AND measured_us > 0 ORDER BY created_at DESC",
+                                (family, gpu_name, get_family(family).cost_model)).fetchall()
         logs: dict[str, list[float]] = {}
         for kernel, predicted, measured in rows:
             if len(logs.setdefault(kernel, [])) < CALIBRATION_WINDOW:

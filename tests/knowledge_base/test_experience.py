@@ -94,3 +94,25 @@ def test_a_store_written_before_checks_were_kept_still_opens(tmp_path, tiny_spmm
     old = ExperienceStore(path)
     record(old, parse_spec(tiny_spmm_dict))
     assert old.exact(parse_spec(tiny_spmm_dict), H200).checks == {}
+
+
+def test_calibration_counts_only_measurements_against_the_current_cost_model(tmp_path):
+    """A factor measured against another version of a family's cost model would be applied to this one's
+    predictions: a store from before the version column keeps its rows, and they no longer calibrate."""
+    import math
+    import sqlite3
+
+    from sparseditto.tools.families import get_family
+
+    path = tmp_path / "experience.sqlite"
+    with sqlite3.connect(path) as old:  # the table as stores written before the column have it
+        old.execute("CREATE TABLE measured (id INTEGER PRIMARY KEY AUTOINCREMENT, family TEXT NOT NULL, kernel TEXT NOT"
+                    " NULL, gpu_name TEXT NOT NULL, dtype TEXT NOT NULL, predicted_us REAL NOT NULL, measured_us REAL NOT"
+                    " NULL, run_id TEXT NOT NULL, created_at REAL NOT NULL)")
+        old.execute("INSERT INTO measured (family, kernel, gpu_name, dtype, predicted_us, measured_us, run_id, created_at)"
+                    " VALUES ('csr_spmv', 'spmv_csr_vec4', 'NVIDIA H200', 'fp32', 10.0, 40.0, 'old', 1.0)")
+    store = ExperienceStore(path)
+    assert get_family("csr_spmv").cost_model != ""
+    assert store.calibration("csr_spmv", "NVIDIA H200") == {}
+    store.record_measured("csr_spmv", "fp32", "NVIDIA H200", [("spmv_csr_vec4", 10.0, 20.0)], "new")
+    assert store.calibration("csr_spmv", "NVIDIA H200") == {"spmv_csr_vec4": pytest.approx(math.sqrt(2.0))}

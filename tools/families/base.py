@@ -96,6 +96,10 @@ class ProblemFamily(ABC):
     # how many times the dense tensor-core rate the family's counted FLOPs may run at: a 2:4 product counted
     # dense-equivalent runs on sparse tensor cores at twice it. The timing floor and the report's peak use it.
     flop_rate_factor: ClassVar[float] = 1.0
+    # the version of the family's cost model (StrategyStart.predicted_us): the experience store calibrates a kernel
+    # only from measurements taken against the same version, since a factor against another model's prediction
+    # would be applied to this one's
+    cost_model: ClassVar[str] = ""
 
     # -- the spec ----------------------------------------------------------------------------------
     @classmethod

@@ -40,6 +40,7 @@ class CsrSpmv(CsrFamily):
     preparations = {"long_row_chunk_ptr": long_row_chunk_ptr, "sell_c_sigma": sell_c_sigma,
                     "diagonals": diagonals, "merge_path": merge_path, "csr_u16": csr_u16}
     target_speedup = 1.5
+    cost_model = "row walks as warp steps (session 10)"
     example_spec = {"name": "small_spmv", "operation": "spmv", "pattern": {"distribution": "uniform", "nnz_per_row": 16},
                     "M": 65536, "K": 65536, "dtype": "fp32", "budget": {"iterations": 4}}
     dense_name = "x"
