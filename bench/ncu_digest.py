@@ -32,7 +32,11 @@ def digest(path: str) -> list[str]:
 
 
 RAW_PREFIXES = ("sm__pipe_tensor_cycles_active.avg.pct", "sm__inst_executed_pipe_alu.avg.pct", "sm__inst_executed_pipe_lsu.avg.pct",
-                "sm__inst_executed.sum.per_cycle_active", "smsp__average_warps_issue_stalled_", "smsp__pcsamp_warps_issue_stalled_")
+                "sm__inst_executed.sum.per_cycle_active", "smsp__average_warps_issue_stalled_", "smsp__pcsamp_warps_issue_stalled_",
+                # how busy shared memory and the L1 data path are (the 2:4 kernel's B operand is read from shared
+                # memory once per 64-row slab: bench/NOTES.md, session 10)
+                "l1tex__throughput.avg.pct", "l1tex__data_pipe_lsu_wavefronts_mem_shared", "l1tex__data_bank_",
+                "sm__memory_throughput.avg.pct", "lts__throughput.avg.pct", "dram__throughput.avg.pct")
 
 
 def raw_metrics(path: str) -> list[str]:
