@@ -1,0 +1,42 @@
+"""The SpMV cost model against the candidates measured on the H200 (`evals/results/issue14_h200/
+spmv_candidates_measured.json`): a guard for later edits of the model. The model was fitted to these measurements, so
+passing says the model still agrees with them, not that it predicts matrices it has not seen."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from sparseditto.evals.matrix_suite import write_suite
+from sparseditto.tools.families.csr_spmv.cost import predicted_us
+from sparseditto.tools.structure import matrix_features
+
+MEASURED = Path(__file__).resolve().parents[2] / "evals/results/issue14_h200/spmv_candidates_measured.json"
+
+
+@pytest.fixture(scope="module")
+def priced(tmp_path_factory):
+    """(candidate, predicted us) for every measured candidate, its matrix remade from the seeded suite."""
+    candidates = json.loads(MEASURED.read_text())["candidates"]
+    folder = tmp_path_factory.mktemp("measured_matrices")
+    names = sorted({c["matrix"] for c in candidates})
+    write_suite(folder, names=names)
+    features = {n: matrix_features(sp.load_npz(folder / f"{n}.npz").tocsr(), 4, np.random.default_rng(0)) for n in names}
+    return [(c, predicted_us(c["kernel"], c["params"], features[c["matrix"]], 4)) for c in candidates]
+
+
+def test_every_measured_candidate_is_priced_within_a_factor_of_two(priced):
+    ratios = {f"{c['matrix']} {c['kernel']} {c['params']}": c["us"] / p for c, p in priced}
+    assert all(0.5 <= r <= 2.0 for r in ratios.values()), ratios
+
+
+def test_the_models_fastest_measured_candidate_is_within_15_percent_of_the_measured_fastest(priced):
+    for matrix in {c["matrix"] for c, _ in priced}:
+        mine = [(c, p) for c, p in priced if c["matrix"] == matrix]
+        chosen = min(mine, key=lambda cp: cp[1])[0]
+        best = min(c["us"] for c, _ in mine)
+        assert chosen["us"] <= 1.15 * best, (matrix, chosen["kernel"], chosen["params"], chosen["us"], best)
