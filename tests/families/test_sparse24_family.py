@@ -218,3 +218,12 @@ def test_launcher_is_python_naming_the_kernel_sequence():
     source = FAMILY.launcher(candidate, s, "sm_90a")
     ast.parse(source)
     assert "sp24_skinny" in source and "def run(A_values, A_meta, B, bias=None, alpha=1.0)" in source
+
+
+def test_small_float64_products_stay_on_the_host_and_match_numpy():
+    from sparseditto.tools.families.sparse24_gemm import GPU_REFERENCE_MIN_MACS, float64_product
+
+    rng = np.random.default_rng(3)
+    A, B = rng.standard_normal((64, 96)), rng.standard_normal((96, 32))
+    assert 64 * 96 * 32 < GPU_REFERENCE_MIN_MACS
+    np.testing.assert_array_equal(float64_product(A, B), A @ B)

@@ -9,6 +9,7 @@ bf16 or fp8 e4m3 (with fp16 output); products accumulate in fp32.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from collections.abc import Mapping
@@ -45,6 +46,39 @@ ACTIVATIONS = {"none": 0, "relu": 1, "gelu_tanh": 2}
 TOLERANCE = {"fp16": 2e-3, "bf16": 1e-2}
 # fp8 inputs give fp16 outputs (the range of e4m3 products summed over K needs it)
 OUTPUT_DTYPE = {"fp16": "fp16", "bf16": "bf16", "fp8_e4m3": "fp16"}
+
+
+# products at least this large (multiply-adds) go to the GPU's float64 GEMM when one is usable: at 16384^3 a host
+# product takes tens of seconds, and a verification makes two (value and condition) for each of about six problems
+GPU_REFERENCE_MIN_MACS = 1 << 30
+
+
+@functools.cache
+def _gpu_usable() -> bool:
+    try:
+        import cupy as cp
+
+        return cp.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # no CuPy, no driver, no device: the host computes
+        return False
+
+
+def float64_product(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """A @ B in float64: on the GPU (cuBLAS DGEMM, IEEE float64 like the host's) when it is large, a device is usable
+    and it fits the free memory, else on the host. The product's device copy is overwritten with NaN before it is
+    freed, so that no candidate launched later in the process finds a right answer in memory it did not write."""
+    if A.shape[0] * A.shape[1] * B.shape[1] < GPU_REFERENCE_MIN_MACS or not _gpu_usable():
+        return A @ B
+    import cupy as cp
+
+    needed = 8 * (A.size + B.size + A.shape[0] * B.shape[1])
+    if cp.cuda.runtime.memGetInfo()[0] < 2 * needed:
+        return A @ B
+    product = cp.asarray(A) @ cp.asarray(B)
+    host = cp.asnumpy(product)
+    product.fill(cp.nan)
+    cp.cuda.get_current_stream().synchronize()
+    return host
 
 
 def stream_start(n_tiles: int) -> dict[str, int]:
@@ -244,7 +278,7 @@ class Sparse24Gemm(ProblemFamily):
         bias = (to_float64(problem.inputs["bias"], problem.input_dtypes["bias"]) if "bias" in problem.inputs
                 else np.zeros(s["M"]))
         with np.errstate(invalid="ignore", over="ignore"):
-            y = problem.scalars["alpha"] * (A @ to_float64(problem.inputs["B"], d)) + bias[:, None]
+            y = problem.scalars["alpha"] * float64_product(A, to_float64(problem.inputs["B"], d)) + bias[:, None]
         act = s["act"]
         return {"C": relu(y) if act == ACTIVATIONS["relu"] else gelu_tanh(y) if act == ACTIVATIONS["gelu_tanh"] else y}
 
