@@ -45,6 +45,10 @@ class SpecRecord(BaseModel):
     median_us: float | None = None
     floor_us: float | None = None
     bandwidth_fraction: float | None = None
+    # the family's counted FLOPs per second (dense-equivalent for 2:4) and their share of the device's peak for that
+    # arithmetic: what a compute-bound spec is judged by, as the bandwidth floor is for a memory-bound one
+    tflops: float | None = None
+    peak_fraction: float | None = None
     best_baseline: str | None = None
     speedup_vs_best: float | None = None
     speedups: dict[str, float] = {}
@@ -96,6 +100,8 @@ def measured_fields(result: dict[str, Any]) -> dict[str, Any]:
         fields["first_over_best"] = first.measurement.median_us / m.median_us
     if m is not None and fields["correctness"] == "correct":
         fields.update(median_us=m.median_us, floor_us=m.floor_us, bandwidth_fraction=m.bandwidth_fraction,
+                      tflops=m.achieved_gflops / 1e3,
+                      peak_fraction=m.achieved_gflops / m.peak_gflops if m.peak_gflops else None,
                       best_baseline=m.best_baseline, speedup_vs_best=m.speedup_vs_best, speedups=dict(m.speedups),
                       baselines=_library_baselines(report))
     return fields

@@ -56,11 +56,13 @@ def fast_p_table(s: SuiteSummary) -> Table:
 
 def spec_table(records: list[SpecRecord], libs: list[str]) -> Table:
     headers = ["spec", "tags", "status", "correctness", "best kernel", "us", *[f"vs {lib}" for lib in libs],
-               "of floor", "best at / iterations", "first's time / best's", "s to best / s", "tokens"]
+               "of floor", "TFLOP/s (of peak)", "best at / iterations", "first's time / best's", "s to best / s", "tokens"]
     rows = []
     for r in records:
+        compute = f"{r.tflops:.1f} ({percent(r.peak_fraction)})" if r.tflops is not None else "-"
         rows.append([r.spec_id, " ".join(r.tags), r.status, r.correctness.replace("_", " "), r.candidate or "-",
                      num(r.median_us, "{:.1f}"), *[times(speedup(r, lib)) for lib in libs], percent(r.bandwidth_fraction),
+                     compute,
                      f"{r.best_iteration or '-'} / {r.iterations}", times(r.first_over_best),
                      f"{num(r.seconds_to_best, '{:.1f}')} / {r.seconds:.1f}", str(r.tokens.get("total", 0) or "-")])
     return Table(headers=headers, rows=rows)

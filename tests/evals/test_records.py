@@ -18,6 +18,7 @@ def test_measured_fields_of_a_real_h200_run(h200_result):
     assert f["speedups"] == {"cuSPARSE": pytest.approx(131.36 / 125.776, rel=1e-4)}
     assert f["speedup_vs_best"] == pytest.approx(f["speedups"]["cuSPARSE"])
     assert f["bandwidth_fraction"] == pytest.approx(0.2744, abs=1e-4)
+    assert f["tflops"] == pytest.approx(0.26678, abs=1e-5) and f["peak_fraction"] is None  # no peak in this older run
     # the fastest of the ten cuSPARSE configurations timed, and only the first iteration's time to reach it
     assert f["baselines"]["cuSPARSE"].name == "cusparse_spmv_csr_alg1_pre"
     assert f["seconds_to_best"] == pytest.approx(18.557, abs=1e-3)
@@ -68,3 +69,11 @@ def test_a_kernel_that_failed_its_checks_is_incorrect(h200_result):
     f = measured_fields({**h200_result, "iterations": [{**it, "report": report}], "best_iteration": 1})
     assert f["correctness"] == "incorrect"
     assert "median_us" not in f
+
+
+def test_the_share_of_the_peak_is_the_achieved_rate_over_the_devices_peak(h200_result):
+    best = next(it for it in h200_result["iterations"] if it["iteration"] == h200_result["best_iteration"])
+    report = {**best["report"], "measurement": {**best["report"]["measurement"], "peak_gflops": 535265.28}}
+    iterations = [{**it, "report": report} if it is best else it for it in h200_result["iterations"]]
+    f = measured_fields({**h200_result, "iterations": iterations})
+    assert f["peak_fraction"] == pytest.approx(266.779289 / 535265.28)

@@ -34,6 +34,7 @@ def test_reports_state_the_numbers_of_the_records(tmp_path, records):
         assert "cusparse_spmv_csr_alg1_pre" in text
     row = next(line for line in md.splitlines() if line.startswith("| spmv_fp32_uniform |"))
     assert "| accepted | correct |" in row and "| 125.8 |" in row and "| 1.04x |" in row and "| 27% |" in row
+    assert "| 0.3 (-) |" in row  # 267 GFLOP/s; this older run recorded no peak
     # against cuSPARSE: 1 of the 3 specs is correct and faster than p = 0 and 1, none than 1.5
     assert "| cuSPARSE | 33% | 33% | 0% | 0% | 1.04x | 3 |" in md
     assert "| correct | 1 (33%) |" in md
@@ -55,3 +56,11 @@ def test_a_compile_only_report_plots_nothing_it_did_not_measure(tmp_path, make_r
     assert page.count("nothing measured, nothing to plot") == 2
     assert "| not executed (compile-only) | 2 |" in md_path.read_text()
     assert "| correct | 0 (0%) |" in md_path.read_text()
+
+
+def test_a_compute_bound_spec_shows_its_rate_and_share_of_the_peak(tmp_path, make_record):
+    """What issue 15 asks of the report: each kernel's dense-equivalent TFLOP/s and its fraction of the 2:4 peak."""
+    md_path, _ = write_reports("sparse24", [make_record("sp24_8192", speedups={"cublas": 1.36}, tflops=1018.2,
+                                                        peak_fraction=0.4756)], tmp_path)
+    row = next(line for line in md_path.read_text().splitlines() if line.startswith("| sp24_8192 |"))
+    assert "| 1018.2 (48%) |" in row
