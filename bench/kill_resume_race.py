@@ -10,33 +10,14 @@ import tempfile
 import time
 from pathlib import Path
 
-CHILD = """
-import sys, time
-sys.path.insert(0, {tests!r})
-from conftest import measured_report
-from sparseditto.pipeline import run_pipeline
-
-class Slow:
-    backend = "gpu"
-    n = 0
-    def verify(self, candidate, spec, best_us=None, checked=None, ahead=()):
-        self.n += 1
-        if self.n == 2:
-            open({marker!r}, "w").close()
-            time.sleep(600)
-        return measured_report(candidate.label(), speedup=0.8)
-
-spec = {{"name": "tiny_spmm", "operation": "spmm", "pattern": {{"distribution": "uniform", "density": 0.05}},
-        "M": 256, "K": 256, "N": 32, "dtype": "fp32"}}
-run_pipeline(spec, budget=3, runs_dir={runs!r}, run_id="killed", verifier=Slow())
-"""
+CHILD = Path(__file__).resolve().parents[1] / "tests" / "slow_run_child.py"  # hangs in its second verification
 
 
 def one(folder: Path) -> bool:
     """True when resume ended the killed run as it should."""
     marker, runs = folder / "verifying", folder / "runs"
-    code = CHILD.format(tests=str(Path(__file__).resolve().parents[1] / "tests"), marker=str(marker), runs=str(runs))
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([sys.executable, str(CHILD), str(marker), str(runs)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
     for _ in range(2000):
         if marker.exists() or proc.poll() is not None:
             break

@@ -179,28 +179,10 @@ def test_a_run_still_running_is_not_resumed(crashed, tmp_path):
         resume(crashed, "abort", runs_dir=str(tmp_path))
 
 
-def test_kill_9_then_runs_and_abort(cli, tmp_path, tiny_spmm_dict):
+def test_kill_9_then_runs_and_abort(cli, tmp_path):
     """A real kill -9 during the second verification, in a child process."""
     marker = tmp_path / "verifying"
-    code = f"""
-import sys, time
-sys.path.insert(0, {str(Path(__file__).parent)!r})
-from conftest import measured_report
-from sparseditto.pipeline import run_pipeline
-
-class Slow:
-    backend = "gpu"
-    n = 0
-    def verify(self, candidate, spec, best_us=None, checked=None, ahead=()):
-        self.n += 1
-        if self.n == 2:
-            open({str(marker)!r}, "w").close()
-            time.sleep(600)
-        return measured_report(candidate.label(), speedup=0.8)
-
-run_pipeline({tiny_spmm_dict!r}, budget=3, runs_dir={str(tmp_path)!r}, run_id="killed", verifier=Slow())
-"""
-    proc = subprocess.Popen([sys.executable, "-c", code])
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).parent / "slow_run_child.py"), str(marker), str(tmp_path)])
     try:
         for _ in range(1200):
             if marker.exists() or proc.poll() is not None:

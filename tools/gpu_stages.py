@@ -21,7 +21,7 @@ import structlog
 from sparseditto.settings import Settings
 from sparseditto.tools.profiler import KernelProfile, ProfileSummary, run_ncu, summarize
 from sparseditto.tools.results import Feedback
-from sparseditto.tools.runner import LAUNCHED_AT_ENV, BatchJob, RunJob, RunResult
+from sparseditto.tools.runner import LAUNCHED_AT_ENV, BatchJob, RunJob, RunResult, note_seconds
 from sparseditto.tools.sanitizer import TOOLS, Finding, run_tool
 
 log = structlog.get_logger(__name__)
@@ -47,15 +47,8 @@ def run_child(job: RunJob, tmp: Path, timeout_s: float) -> RunResult | Feedback:
     ended = _run(_child_command(job_file, out_file), timeout_s)
     if ended is not None or not out_file.exists():
         return ended or _missing(None)
-    return _with_process_seconds(RunResult.model_validate_json(out_file.read_text()), time.perf_counter() - start)
-
-
-def _with_process_seconds(result: RunResult, seconds: float) -> RunResult:
-    """The runner process's whole wall time in the first stage's evidence: beside the stages' own seconds it shows what
-    the process spent starting, loading and between the stages."""
-    if result.feedback:
-        result.feedback[0].evidence["process_seconds"] = round(seconds, 2)
-    return result
+    return note_seconds(RunResult.model_validate_json(out_file.read_text()),
+                        process_seconds=round(time.perf_counter() - start, 2))
 
 
 def run_batch_child(jobs: list[RunJob], tmp: Path, timeout_s: float) -> list[RunResult | Feedback]:
@@ -74,7 +67,8 @@ def run_batch_child(jobs: list[RunJob], tmp: Path, timeout_s: float) -> list[Run
         out_file = out_dir / f"result-{i}.json"
         if out_file.exists():
             result = RunResult.model_validate_json(out_file.read_text())
-            results.append(_with_process_seconds(result, seconds) if i == 0 else result)
+            # the process's whole wall time beside the stages' own seconds: what it spent starting and between them
+            results.append(note_seconds(result, process_seconds=round(seconds, 2)) if i == 0 else result)
         elif not any(isinstance(r, Feedback) for r in results):
             results.append(ended or _missing(None))
         else:
@@ -169,17 +163,15 @@ def split_profiles(profiles: list[KernelProfile], entries: Sequence[str]) -> tup
     return profiles[:lead], profiles[lead:]
 
 
-def profile_stage(job: RunJob, tmp: Path, timeout_s: float, copy_bw_gbps: float | None, best_baseline: str | None,
-                  profile_baseline: bool = True) -> Feedback:
-    """Nsight Compute on the main shape; the best baseline is profiled once per spec and device for comparison, in
-    the same run as the candidate (one child, one instance, one tool start). A run with the baseline that gave none
-    of the candidate's launches is made again without it, so that the library cannot fail the candidate's stage.
-    With `profile_baseline` False the candidate is profiled alone and the evidence has no "baseline": only the LLM
-    reviewer reads it, and profiling the library makes the stage about three times as long."""
+def profile_stage(job: RunJob, tmp: Path, timeout_s: float, copy_bw_gbps: float | None, best_baseline: str | None) -> Feedback:
+    """Nsight Compute on the main shape; the best baseline (None: the candidate alone) is profiled once per spec and
+    device for comparison, in the same run as the candidate (one child, one instance, one tool start). A run with the
+    baseline that gave none of the candidate's launches is made again without it, so that the library cannot fail the
+    candidate's stage."""
     start = time.perf_counter()
     entries = [k.entry for k in job.candidate.kernels]
     key = f"{job.spec.model_dump_json(exclude={'name', 'budget'})}|{best_baseline}"
-    with_baseline = best_baseline if profile_baseline and best_baseline and key not in _BASELINE_PROFILES else None
+    with_baseline = best_baseline if best_baseline and key not in _BASELINE_PROFILES else None
 
     def ncu(baseline: str | None) -> tuple[list[KernelProfile], list[KernelProfile], str, int | None]:
         job_file, out_file = tmp / "job-profile.json", tmp / "result-profile.json"
@@ -202,7 +194,7 @@ def profile_stage(job: RunJob, tmp: Path, timeout_s: float, copy_bw_gbps: float 
                                 "top_stalls": summary.top_stalls, "kernels": [p.model_dump() for p in summary.kernels]}
     if with_baseline and baseline_profiles:
         _BASELINE_PROFILES[key] = summarize(baseline_profiles, copy_bw_gbps)
-    if profile_baseline and key in _BASELINE_PROFILES:
+    if best_baseline and key in _BASELINE_PROFILES:
         base = _BASELINE_PROFILES[key]
         evidence["baseline"] = {"name": best_baseline, "bottleneck": base.bottleneck, "key_metrics": base.key_metrics}
     evidence["seconds"] = time.perf_counter() - start

@@ -672,8 +672,9 @@ def startup_seconds() -> float | None:
     return round(time.monotonic() - float(launched), 2) if launched else None
 
 
-def _note_seconds(result: RunResult, **seconds: float | None) -> RunResult:
-    """Seconds spent outside the stages, in the first stage's evidence."""
+def note_seconds(result: RunResult, **seconds: float | None) -> RunResult:
+    """Seconds spent outside the stages (the process's start, scrubs, its whole wall time), in the first stage's
+    evidence; None values are left out."""
     if result.feedback:
         result.feedback[0].evidence.update({k: v for k, v in seconds.items() if v is not None})
     return result
@@ -688,7 +689,7 @@ def run_batch(batch: BatchJob, out_dir: Path) -> None:
             begin = time.perf_counter()
             scrub_free_device_memory()
             scrubbed = round(time.perf_counter() - begin, 2)
-        result = _note_seconds(run_job(job), startup_seconds=started if i == 0 else None, scrub_seconds=scrubbed)
+        result = note_seconds(run_job(job), startup_seconds=started if i == 0 else None, scrub_seconds=scrubbed)
         (out_dir / f"result-{i}.json").write_text(result.model_dump_json())
 
 
@@ -725,7 +726,7 @@ def main(argv: list[str]) -> int:
     job = RunJob.model_validate_json(Path(argv[0]).read_text())
     result = MODES[job.mode](job)
     if job.mode == "verify":
-        result = _note_seconds(result, startup_seconds=started)
+        result = note_seconds(result, startup_seconds=started)
     Path(argv[1]).write_text(result.model_dump_json())
     return 0
 

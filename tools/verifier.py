@@ -378,8 +378,8 @@ class GpuVerifier:
             return Feedback(stage="profile", status="not_executed", message="not executed: ncu not found")
         copy_bw = run.measurement.copy_bandwidth_gbps if run.measurement else None
         best = run.measurement.best_baseline if run.measurement else None
-        return profile_stage(job.model_copy(update={"mode": "profile"}), tmp, self.tool_timeout_s, copy_bw, best,
-                             self.profile_baseline)
+        return profile_stage(job.model_copy(update={"mode": "profile"}), tmp, self.tool_timeout_s, copy_bw,
+                             best if self.profile_baseline else None)
 
 
 def make_verifier(arch: str | None = None, force_compile_only: bool = False,

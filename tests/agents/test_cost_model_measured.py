@@ -4,29 +4,15 @@ passing says the model still agrees with them, not that it predicts matrices it 
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
-import numpy as np
 import pytest
-import scipy.sparse as sp
 
-from sparseditto.evals.matrix_suite import write_suite
-from sparseditto.tools.families.csr_spmv.cost import predicted_us
-from sparseditto.tools.structure import matrix_features
-
-MEASURED = Path(__file__).resolve().parents[2] / "evals/results/issue14_h200/spmv_candidates_measured.json"
+from sparseditto.evals.cost_model_check import priced_candidates
 
 
 @pytest.fixture(scope="module")
 def priced(tmp_path_factory):
     """(candidate, predicted us) for every measured candidate, its matrix remade from the seeded suite."""
-    candidates = json.loads(MEASURED.read_text())["candidates"]
-    folder = tmp_path_factory.mktemp("measured_matrices")
-    names = sorted({c["matrix"] for c in candidates})
-    write_suite(folder, names=names)
-    features = {n: matrix_features(sp.load_npz(folder / f"{n}.npz").tocsr(), 4, np.random.default_rng(0)) for n in names}
-    return [(c, predicted_us(c["kernel"], c["params"], features[c["matrix"]], 4)) for c in candidates]
+    return priced_candidates(tmp_path_factory.mktemp("measured_matrices"))
 
 
 def test_every_measured_candidate_is_priced_within_a_factor_of_two(priced):

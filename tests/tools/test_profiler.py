@@ -84,7 +84,8 @@ class ProfileStage:
         monkeypatch.setattr(gpu_stages, "_BASELINE_PROFILES", {})
 
     def __call__(self, profile_baseline=True):
-        return self.stage(self.job, self.tmp, 60.0, 4000.0, "cusparse_spmv_default", profile_baseline)
+        """As GpuVerifier calls it: the best baseline only when it profiles baselines."""
+        return self.stage(self.job, self.tmp, 60.0, 4000.0, "cusparse_spmv_default" if profile_baseline else None)
 
 
 @pytest.fixture
@@ -132,6 +133,20 @@ def test_with_the_baseline_switched_off_the_candidate_is_profiled_alone(stage):
     assert [k["kernel"] for k in alone.evidence["kernels"]] == [stage.entry]
     assert "baseline" in stage().evidence
     assert "baseline" not in stage(profile_baseline=False).evidence and stage.calls[-1] == (None, [stage.entry])
+
+
+@pytest.mark.parametrize("profile_baseline", [True, False])
+def test_the_verifier_names_the_best_baseline_to_the_stage_only_when_it_profiles_baselines(stage, monkeypatch,
+                                                                                          measured_report, profile_baseline):
+    from sparseditto.tools import verifier as verifier_module
+    from sparseditto.tools.runner import RunResult
+
+    named = []
+    monkeypatch.setattr(verifier_module, "find_ncu", lambda: "ncu")
+    monkeypatch.setattr(verifier_module, "profile_stage", lambda job, tmp, timeout, bw, best: named.append(best))
+    run = RunResult(device={}, feedback=[], trials=[], measurement=measured_report("x").measurement)
+    verifier_module.GpuVerifier(arch="sm_90", profile_baseline=profile_baseline)._profile(stage.job, run, stage.tmp)
+    assert named == [run.measurement.best_baseline if profile_baseline else None]
 
 
 @pytest.mark.gpu

@@ -55,12 +55,9 @@ GPU_REFERENCE_MIN_MACS = 1 << 30
 
 @functools.cache
 def _gpu_usable() -> bool:
-    try:
-        import cupy as cp
+    from sparseditto.tools.baselines.sparse24_dense import cupy_status  # the baselines' own check, asked once
 
-        return cp.cuda.runtime.getDeviceCount() > 0
-    except Exception:  # no CuPy, no driver, no device: the host computes
-        return False
+    return cupy_status().startswith("available")
 
 
 def float64_product(A: np.ndarray, B: np.ndarray) -> np.ndarray:

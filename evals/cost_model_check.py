@@ -1,0 +1,30 @@
+"""The SpMV cost model against candidates measured on a GPU (`results/issue14_h200/spmv_candidates_measured.json`):
+each candidate with the time the model predicts for it. The matrices are remade from the seeded suite
+(`matrix_suite.py`), so their features are the ones the planner saw. `bench/cost_model_check.py` prints the
+comparison; `tests/agents/test_cost_model_measured.py` holds the model to it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from sparseditto.evals.matrix_suite import write_suite
+from sparseditto.tools.families.csr_spmv.cost import predicted_us
+from sparseditto.tools.structure import matrix_features
+
+MEASURED = Path(__file__).resolve().parent / "results" / "issue14_h200" / "spmv_candidates_measured.json"
+Price = Callable[[str, Mapping[str, int], Mapping[str, float], int], float]
+
+
+def priced_candidates(folder: Path, measured: Path = MEASURED, price: Price = predicted_us) -> list[tuple[dict[str, Any], float]]:
+    """(measured candidate, predicted us) for every candidate, its matrix written to `folder` (fp32 values)."""
+    candidates = json.loads(measured.read_text())["candidates"]
+    names = sorted({c["matrix"] for c in candidates})
+    write_suite(folder, names=names)
+    features = {n: matrix_features(sp.load_npz(folder / f"{n}.npz").tocsr(), 4, np.random.default_rng(0)) for n in names}
+    return [(c, price(c["kernel"], c["params"], features[c["matrix"]], 4)) for c in candidates]
