@@ -36,15 +36,18 @@ def variants(spec) -> list[tuple[str, dict[str, int]]]:
         if os.environ.get("SP24_TILED", "1") == "1":
             out.append(("sp24_mma_sp", {"BM": 128, "BN": 128, "BK": 64, "WM": 2, "WN": 4, "STAGES": 4}))
         # last: a hang of the Hopper kernel must not cost the rows above. The planner's start (256 x 128 x 128, B by
-        # TMA, tile rows in bands of 8), then A shared by a 2-block cluster's multicast now that B goes by TMA (session
-        # 9 measured CLUSTER 2 only with B by cp.async), at k-tiles of 128 and 64 and at 128 x 256; then session 10's
-        # persistent variant and session 9's best in launch order (bench/NOTES.md)
-        wgmma = ((256, 128, 128, 3, 1, 1, 0, 1, 8, 0), (256, 128, 128, 3, 1, 2, 0, 1, 8, 0),
-                 (256, 128, 64, 6, 2, 2, 0, 1, 8, 0), (128, 256, 64, 5, 1, 2, 0, 1, 8, 0),
-                 (256, 128, 128, 3, 1, 1, 0, 1, 8, 1), (256, 128, 128, 3, 1, 1, 0, 1, 1, 0))
-        for bm, bn, bk, stages, lag, cluster, inflight, btma, raster, persist in wgmma[:int(os.environ.get("SP24_WGMMA", str(len(wgmma))))]:
-            out.append(("sp24_wgmma_sp", {"BM": bm, "BN": bn, "BK": bk, "STAGES": stages, "LAG": lag,
-                                          "CLUSTER": cluster, "INFLIGHT": inflight, "BTMA": btma, "RASTER": raster, "PERSIST": persist}))
+        # TMA, tile rows in bands of 8), then A shared by a 2-block cluster's multicast now that B goes by TMA (session 9
+        # measured CLUSTER 2 only with B by cp.async), at k-tiles of 128 and 64 and at 128 x 256; then session 10's
+        # persistent variant and session 9's best in launch order; last session 11's 192 x 256 tiles on three consumer
+        # warpgroups, launched and persistent (no faster than the start; bench/NOTES.md)
+        wgmma = ((256, 128, 128, 3, 1, 1, 0, 1, 8, 0, 2), (256, 128, 128, 3, 1, 2, 0, 1, 8, 0, 2),
+                 (256, 128, 64, 6, 2, 2, 0, 1, 8, 0, 2), (128, 256, 64, 5, 1, 2, 0, 1, 8, 0, 2),
+                 (256, 128, 128, 3, 1, 1, 0, 1, 8, 1, 2), (256, 128, 128, 3, 1, 1, 0, 1, 1, 0, 2),
+                 (192, 256, 64, 4, 1, 1, 0, 1, 8, 0, 3), (192, 256, 64, 4, 1, 1, 0, 1, 8, 1, 3))
+        for bm, bn, bk, stages, lag, cluster, inflight, btma, raster, persist, consumers in wgmma[:int(os.environ.get("SP24_WGMMA", str(len(wgmma))))]:
+            out.append(("sp24_wgmma_sp", {"BM": bm, "BN": bn, "BK": bk, "STAGES": stages, "LAG": lag, "CLUSTER": cluster,
+                                          "INFLIGHT": inflight, "BTMA": btma, "RASTER": raster, "PERSIST": persist,
+                                          "CONSUMERS": consumers}))
         return out
     if spec.family == "csr_spmv":
         skewed = getattr(spec.pattern, "distribution", "") == "power_law"

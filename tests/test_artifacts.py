@@ -148,7 +148,7 @@ def test_on_the_gpu_launch_py_runs_the_hopper_kernel_on_the_users_arrays(dtype, 
     spec = parse_spec({"operation": "spmm", "pattern": {"kind": "n_m"}, "M": 528, "K": 1088, "N": 400, "dtype": dtype,
                        "arch": "sm_90a", "epilogue": {"bias": True, "activation": "relu", "alpha": True}})
     family = get_family(spec.family)
-    params = {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2, "INFLIGHT": 0, "BTMA": 0, "RASTER": 1, "PERSIST": 0}
+    params = {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2, "INFLIGHT": 0, "BTMA": 0, "RASTER": 1, "PERSIST": 0, "CONSUMERS": 2}
     candidate = get_kernel("sp24_wgmma_sp").instantiate(params)
     (tmp_path / "kernel.cu").write_text(kernel_source(candidate, dtype))
     (tmp_path / "launch.py").write_text(family.launcher(candidate, spec, "sm_90a"))

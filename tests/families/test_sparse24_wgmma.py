@@ -90,13 +90,15 @@ KERNEL = get_kernel("sp24_wgmma_sp")
 class Kernel:
     def __init__(self, params):
         self.__dict__.update(params)
-        self.env = {**params, "value_bytes": 2}
-        self.slabs, self.acc = self.BM // 128, self.BN // 2
+        self.consumers = params.get("CONSUMERS", 2)  # the emulated cases name it only where it is 3
+        self.env = {**params, "CONSUMERS": self.consumers, "value_bytes": 2}
+        self.slabs = self.BM // (64 * self.consumers)
+        self.mma_n = 128 if self.consumers == 3 and self.BN == 256 else self.BN  # MMA_N: one instruction's columns
+        self.parts, self.acc = self.BN // self.mma_n, self.mma_n // 2
         self.b_bytes = self.BK * self.BN * 2
         self.a_bytes = self.BM * self.BK
         self.e_bytes = self.BM * self.BK // 8
-        self.stage_bytes = self.b_bytes + self.a_bytes + self.e_bytes
-        assert self.stage_bytes % 1024 == 0
+        self.stage_bytes = -(-(self.b_bytes + self.a_bytes + self.e_bytes) // 1024) * 1024  # whole kilobytes
 
 
 def desc(addr, lead, stride, mode):
@@ -178,10 +180,12 @@ def meta_word_index(kern, c, l, w, k, lane, pair_swap=False):
     return (4 * (c * kern.slabs + l) + w) * (kern.BK // 2) + (2 * k + j) * 8 + lane // 4
 
 
-def consumer_descriptors(kern, stage, c, l, k, a_mode=2):
+def consumer_descriptors(kern, stage, c, l, k, p, a_mode=2):
+    """The A and B descriptors of consumer c's instruction for slab l, step k and part p (columns p MMA_N ..)."""
     a_base, b_base = stage + kern.b_bytes, stage
     a_addr = a_base + (k // 2) * (kern.BM * 64) + (c * kern.slabs + l) * 64 * 64 + 32 * (k % 2)
-    return desc(a_addr, 16, 512, a_mode), desc(b_base + 4096 * k, kern.BK * 128, 1024, 1)
+    b_addr = b_base + p * (kern.mma_n // 64) * (kern.BK * 128) + 4096 * k
+    return desc(a_addr, 16, 512, a_mode), desc(b_addr, kern.BK * 128, 1024, 1)
 
 
 # ---- the instruction, as the PTX ISA defines it -----------------------------------------------------------------
@@ -279,7 +283,7 @@ def emulate(p, params, dtype, pair_swap=False, a_mode=2, num_sms=3):
     for bxs, linears, tile_cols, tile_rows in work:
         smems = [Smem(kern.STAGES * kern.stage_bytes) for _ in bxs]
         # never zeroed, and kept from one tile to the next: scale-d 0 first
-        accs = [np.full((2, kern.slabs, 4, 32, kern.acc), np.nan) for _ in bxs]
+        accs = [np.full((kern.consumers, kern.slabs, kern.parts, 4, 32, kern.acc), np.nan) for _ in bxs]
         it = 0  # k-tiles over all the block's tiles: the stage and its round
         for linear in linears:
             taken = [tile_of(kern, linear, tile_cols, tile_rows, bx) for bx in bxs]
@@ -304,22 +308,23 @@ def emulate(p, params, dtype, pair_swap=False, a_mode=2, num_sms=3):
 
 
 def consume(kern, smem, acc, stage, kt, value, pair_swap, a_mode):
-    """Both consumer warpgroups of one block on the tile in `stage`."""
-    for c in range(2):
+    """Every consumer warpgroup of one block on the tile in `stage`."""
+    for c in range(kern.consumers):
         for l in range(kern.slabs):
             for k in range(kern.BK // 32):
                 e = [[int(smem.read32(stage + kern.b_bytes + kern.a_bytes
                                       + 4 * meta_word_index(kern, c, l, w, k, lane, pair_swap)))
                       for lane in range(32)] for w in range(4)]
                 e = [[word or VALID_WORD for word in warp] for warp in e]
-                a_d, b_d = consumer_descriptors(kern, stage, c, l, k, a_mode)
-                wgmma_sp_k32(acc[c, l], a_d, b_d, e, smem, kern.BN, value, kt > 0 or k > 0)
+                for p in range(kern.parts):
+                    a_d, b_d = consumer_descriptors(kern, stage, c, l, k, p, a_mode)
+                    wgmma_sp_k32(acc[c, l, p], a_d, b_d, e, smem, kern.mma_n, value, kt > 0 or k > 0)
 
 
 def store(kern, C, acc, m0, n0):
     """The epilogue's placement (a block whose columns all lie past N stores nothing)."""
     M, N = C.shape
-    for c in range(2):
+    for c in range(kern.consumers):
         for l in range(kern.slabs):
             for w in range(4):
                 for lane in range(32):
@@ -328,11 +333,12 @@ def store(kern, C, acc, m0, n0):
                         row = m0 + 64 * (c * kern.slabs + l) + 16 * w + g + 8 * h
                         if row >= M:
                             continue
-                        for j in range(kern.BN // 8):
-                            for x in range(2):
-                                col = n0 + 8 * j + 2 * t + x
-                                if col < N:
-                                    C[row, col] = acc[c, l, w, lane, 4 * j + 2 * h + x]
+                        for p in range(kern.parts):
+                            for j in range(kern.mma_n // 8):
+                                for x in range(2):
+                                    col = n0 + p * kern.mma_n + 8 * j + 2 * t + x
+                                    if col < N:
+                                        C[row, col] = acc[c, l, p, w, lane, 4 * j + 2 * h + x]
 
 
 CASES = [
@@ -361,6 +367,16 @@ CASES = [
     # tile to tile; B by TMA, then by cp.async (N not a multiple of 8, 5 k-tiles per tile against 3 stages)
     ("fp16", {"BM": 128, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "BTMA": 1, "RASTER": 4, "PERSIST": 1}, (560, 128, 200)),
     ("bf16", {"BM": 128, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 1, "BTMA": 1, "RASTER": 1, "PERSIST": 1}, (560, 320, 197)),
+    # three consumer warpgroups of one slab each, 256 columns as two 128-column instructions: B by TMA with the last
+    # tile's second part wholly past N, the second tile row's consumers 1 and 2 wholly past M, stages of 46 KB rounded up
+    ("fp16", {"BM": 192, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 1, "CLUSTER": 1, "BTMA": 1, "RASTER": 1, "PERSIST": 0,
+              "CONSUMERS": 3}, (208, 192, 320)),
+    # the same by the element path, three tile rows
+    ("bf16", {"BM": 192, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 2, "CLUSTER": 1, "BTMA": 0, "RASTER": 1, "PERSIST": 0,
+              "CONSUMERS": 3}, (400, 128, 300)),
+    # persistent, one 128-column instruction per slab, two A boxes per stage
+    ("fp16", {"BM": 192, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "BTMA": 1, "RASTER": 4, "PERSIST": 1,
+              "CONSUMERS": 3}, (560, 320, 200)),
 ]
 
 
@@ -410,10 +426,13 @@ def test_stored_metadata_has_no_zero_word():
 
 def test_shared_memory_holds_stages_barriers_and_alignment():
     for params in ({"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 2, "CLUSTER": 1, "BTMA": 0, "RASTER": 1, "PERSIST": 0},
-                   {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 2, "CLUSTER": 2, "BTMA": 0, "RASTER": 1, "PERSIST": 0}):
+                   {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 2, "CLUSTER": 2, "BTMA": 0, "RASTER": 1, "PERSIST": 0},
+                   {"BM": 192, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 1, "CLUSTER": 1, "BTMA": 1, "RASTER": 8, "PERSIST": 0,
+                    "CONSUMERS": 3}):
         kern = Kernel(params)
         declared = evaluate(KERNEL.kernels[0].shared_bytes, kern.env)
         assert declared == kern.STAGES * kern.stage_bytes + 16 * kern.STAGES + 1024  # stages, barriers, rounding
+        assert kern.stage_bytes % 1024 == 0  # every stage in the same swizzle phase (192 rows: 46592 -> 47104 bytes)
 
 
 # ---- the mbarrier protocol ---------------------------------------------------------------------------------------
@@ -698,19 +717,24 @@ def test_a_block_leaving_without_the_cluster_barrier_can_still_be_written():
 
 # ---- the real kernel through the compile-only verifier, and the planner's start ---------------------------------
 
+# 192 x 256 tiles on three consumer warpgroups (bench/explore_kernels.py times both, last)
+THREE_CONSUMERS = [{"BM": 192, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 1, "RASTER": 8,
+                    "PERSIST": persist, "CONSUMERS": 3} for persist in (0, 1)]
+
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 @pytest.mark.parametrize("params", [
-    WGMMA_START, {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 0, "RASTER": 1, "PERSIST": 0},
-    {"BM": 128, "BN": 64, "BK": 64, "STAGES": 6, "LAG": 4, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 0, "RASTER": 1, "PERSIST": 0},
-    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2, "INFLIGHT": 0, "BTMA": 0, "RASTER": 1, "PERSIST": 0},
-    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 1, "INFLIGHT": 1, "BTMA": 0, "RASTER": 1, "PERSIST": 0},
-    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2, "INFLIGHT": 1, "BTMA": 0, "RASTER": 1, "PERSIST": 0},
-    {"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 1, "BTMA": 0, "RASTER": 1, "PERSIST": 0},
-    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 1, "INFLIGHT": 1, "BTMA": 1, "RASTER": 1, "PERSIST": 0},
-    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2, "INFLIGHT": 0, "BTMA": 1, "RASTER": 1, "PERSIST": 0},
-    {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 1, "RASTER": 8, "PERSIST": 1}],
+    WGMMA_START, {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 0, "RASTER": 1, "PERSIST": 0, "CONSUMERS": 2},
+    {"BM": 128, "BN": 64, "BK": 64, "STAGES": 6, "LAG": 4, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 0, "RASTER": 1, "PERSIST": 0, "CONSUMERS": 2},
+    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2, "INFLIGHT": 0, "BTMA": 0, "RASTER": 1, "PERSIST": 0, "CONSUMERS": 2},
+    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 1, "INFLIGHT": 1, "BTMA": 0, "RASTER": 1, "PERSIST": 0, "CONSUMERS": 2},
+    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2, "INFLIGHT": 1, "BTMA": 0, "RASTER": 1, "PERSIST": 0, "CONSUMERS": 2},
+    {"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 1, "BTMA": 0, "RASTER": 1, "PERSIST": 0, "CONSUMERS": 2},
+    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 1, "INFLIGHT": 1, "BTMA": 1, "RASTER": 1, "PERSIST": 0, "CONSUMERS": 2},
+    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2, "INFLIGHT": 0, "BTMA": 1, "RASTER": 1, "PERSIST": 0, "CONSUMERS": 2},
+    {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 1, "RASTER": 8, "PERSIST": 1, "CONSUMERS": 2},
+    *THREE_CONSUMERS],
     ids=["start", "tall", "narrow", "cluster", "inflight", "inflight-cluster", "inflight-wide", "btma-inflight", "btma-cluster",
-         "persistent"])
+         "persistent", "three-consumers", "three-consumers-persistent"])
 def test_kernel_passes_the_compile_only_verifier(dtype, params):
     spec = parse_spec({"operation": "spmm", "pattern": {"kind": "n_m"}, "M": 4096, "K": 4096, "N": 4096, "dtype": dtype,
                        "arch": "sm_90a", "epilogue": {"bias": True, "activation": "gelu_tanh", "alpha": True}})

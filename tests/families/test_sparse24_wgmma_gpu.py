@@ -1,4 +1,4 @@
-"""sp24_wgmma_sp's cluster, in-flight, B-by-TMA, tile-order and persistent variants on the GPU, where the reference-kernel test does not take them (its
+"""sp24_wgmma_sp's cluster, in-flight, B-by-TMA, tile-order, persistent and three-consumer variants on the GPU, where the reference-kernel test does not take them (its
 example spec has N = 64, one column tile: no cluster). N = 400 makes four column tiles of 128 in two clusters (two of
 256 in one), the last tile partly past N; M = 528 leaves a tail of 16 rows in a 256-row tile; K = 1088 is an odd
 number of 64-column tiles (the in-flight loop's last, unpaired tile); B goes by TMA (N a multiple of 8) on the
@@ -16,12 +16,14 @@ from sparseditto.spec import parse_spec
 from sparseditto.tools.verifier import GpuVerifier
 
 VARIANTS = [{"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": cluster, "INFLIGHT": inflight,
-             "BTMA": btma, "RASTER": 1, "PERSIST": 0} for cluster, inflight, btma in ((1, 0, 1), (2, 0, 1), (1, 1, 1), (2, 1, 0))] + [
-           {"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 1, "CLUSTER": 2, "INFLIGHT": 1, "BTMA": 1, "RASTER": 1, "PERSIST": 0},
-           {"BM": 128, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 1, "RASTER": 4, "PERSIST": 0},
-           {"BM": 128, "BN": 128, "BK": 64, "STAGES": 4, "LAG": 1, "CLUSTER": 2, "INFLIGHT": 0, "BTMA": 1, "RASTER": 4, "PERSIST": 0},
-           {"BM": 128, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 1, "RASTER": 4, "PERSIST": 1},
-           {"BM": 128, "BN": 128, "BK": 64, "STAGES": 4, "LAG": 2, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 0, "RASTER": 1, "PERSIST": 1}]
+             "BTMA": btma, "RASTER": 1, "PERSIST": 0, "CONSUMERS": 2} for cluster, inflight, btma in ((1, 0, 1), (2, 0, 1), (1, 1, 1), (2, 1, 0))] + [
+           {"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 1, "CLUSTER": 2, "INFLIGHT": 1, "BTMA": 1, "RASTER": 1, "PERSIST": 0, "CONSUMERS": 2},
+           {"BM": 128, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 1, "RASTER": 4, "PERSIST": 0, "CONSUMERS": 2},
+           {"BM": 128, "BN": 128, "BK": 64, "STAGES": 4, "LAG": 1, "CLUSTER": 2, "INFLIGHT": 0, "BTMA": 1, "RASTER": 4, "PERSIST": 0, "CONSUMERS": 2},
+           {"BM": 128, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 1, "RASTER": 4, "PERSIST": 1, "CONSUMERS": 2},
+           {"BM": 128, "BN": 128, "BK": 64, "STAGES": 4, "LAG": 2, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 0, "RASTER": 1, "PERSIST": 1, "CONSUMERS": 2},
+           {"BM": 192, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 1, "RASTER": 1, "PERSIST": 0, "CONSUMERS": 3},
+           {"BM": 192, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 2, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 0, "RASTER": 1, "PERSIST": 1, "CONSUMERS": 3}]
 
 
 @pytest.mark.gpu

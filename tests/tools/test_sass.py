@@ -97,22 +97,39 @@ def _hopper_2to4_listing(params, dtype="fp16", patch=None):
     result = compile_source(source, "sm_90a", candidate.defines(dtype_info(dtype).code))
     assert result.ok, result.log[-2000:]
     assert "serialized" not in result.log, result.log  # ptxas notes C7510 .. C7520: wgmma issued one by one
+    assert "'setmaxnreg' ignored" not in result.log, result.log  # notes C7504 .. C7508: no register moved
     return disassemble(result.cubin)
 
 
 @pytest.mark.skipif(find_disassembler() is None, reason="nvdisasm not installed")
 def test_the_shipped_hopper_2to4_kernel_retires_each_group_before_loading_the_next_metadata():
-    for params in ({"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 3, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 0, "RASTER": 1, "PERSIST": 0},
-                   {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 0, "RASTER": 1, "PERSIST": 0},
-                   {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2, "INFLIGHT": 0, "BTMA": 0, "RASTER": 1, "PERSIST": 0},
-                   {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 1, "RASTER": 1, "PERSIST": 0},
-                   {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 1, "RASTER": 8, "PERSIST": 1}):
+    for params in ({"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 3, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 0, "RASTER": 1, "PERSIST": 0, "CONSUMERS": 2},
+                   {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 0, "RASTER": 1, "PERSIST": 0, "CONSUMERS": 2},
+                   {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2, "INFLIGHT": 0, "BTMA": 0, "RASTER": 1, "PERSIST": 0, "CONSUMERS": 2},
+                   {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 1, "RASTER": 1, "PERSIST": 0, "CONSUMERS": 2},
+                   {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 1, "RASTER": 8, "PERSIST": 1, "CONSUMERS": 2}):
         assert wgmma_register_hazards(_hopper_2to4_listing(params)) == []
 
 
-INFLIGHT_PARAMS = [{"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 1, "INFLIGHT": 1, "BTMA": 0, "RASTER": 1, "PERSIST": 0},
-                   {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2, "INFLIGHT": 1, "BTMA": 0, "RASTER": 1, "PERSIST": 0},
-                   {"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 1, "BTMA": 0, "RASTER": 1, "PERSIST": 0}]
+@pytest.mark.skipif(find_disassembler() is None, reason="nvdisasm not installed")
+@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
+@pytest.mark.parametrize("persist", [0, 1])
+def test_three_consumer_warpgroups_take_the_producers_registers_without_spilling_or_serialising(persist, dtype):
+    """CONSUMERS = 3 at 192 x 256: both setmaxnreg reach the machine code, nothing goes to local memory, each k-tile's
+    four 128-column products are issued back to back (one wait, after the last) and no metadata word is rewritten
+    while its group is in flight."""
+    listing = _hopper_2to4_listing({"BM": 192, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0,
+                                    "BTMA": 1, "RASTER": 8, "PERSIST": persist, "CONSUMERS": 3}, dtype)
+    assert "USETMAXREG.DEALLOC.CTAPOOL 0x20" in listing and "USETMAXREG.TRY_ALLOC.CTAPOOL UP0, 0xa0" in listing
+    assert "STL" not in listing and "LDL" not in listing
+    products = [line for line in listing.splitlines() if "HGMMA.SP.64x128x32" in line]
+    assert len(products) == 4 and ["gsb0" in line for line in products] == [False, False, False, True]
+    assert wgmma_register_hazards(listing) == []
+
+
+INFLIGHT_PARAMS = [{"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 1, "INFLIGHT": 1, "BTMA": 0, "RASTER": 1, "PERSIST": 0, "CONSUMERS": 2},
+                   {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2, "INFLIGHT": 1, "BTMA": 0, "RASTER": 1, "PERSIST": 0, "CONSUMERS": 2},
+                   {"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 1, "BTMA": 0, "RASTER": 1, "PERSIST": 0, "CONSUMERS": 2}]
 
 
 @pytest.mark.skipif(find_disassembler() is None, reason="nvdisasm not installed")

@@ -8,11 +8,11 @@ archs: [sm_90a]
 strategy: tensor_core_wgmma
 summary: >
   Hopper 2:4 sparse GEMM on wgmma.mma_async.sp (m64nBNk32, fp32 accumulation), C = act(alpha A B + bias).
-  Warp-specialised, 384 threads: warpgroup 0 produces, warpgroups 1 and 2 consume. A block owns a BM x BN tile of
-  C; each consumer warpgroup owns BM/2 rows (BM/128 slabs of 64 rows) and issues one m64nBNk32 instruction per
-  slab and 32 logical columns of K, both operands read from shared memory through matrix descriptors. Every BK
-  logical columns, one producer thread loads the compressed A tile (TMA, 64-byte swizzle, K-major) and its
-  metadata words (TMA, in the family's stored order, which already is the order wgmma.sp reads) while all 128
+  Warp-specialised, 128 (CONSUMERS + 1) threads: warpgroup 0 produces, the CONSUMERS warpgroups after it consume. A
+  block owns a BM x BN tile of C; each consumer warpgroup owns BM/CONSUMERS rows (BM/(64 CONSUMERS) slabs of 64
+  rows) and issues one m64nBNk32 instruction per slab and 32 logical columns of K, both operands read from shared
+  memory through matrix descriptors. Every BK logical columns, one producer thread loads the compressed A tile
+  (TMA, 64-byte swizzle, K-major) and its metadata words (TMA, in the family's stored order, which already is the order wgmma.sp reads) while all 128
   producer threads copy the B tile with 16-byte cp.async (element by element when N is not a multiple of 8)
   into the 128-byte-swizzled N-major layout and signal it once it has landed, LAG tiles later (so that LAG + 1 tiles
   of B copies are in flight); STAGES stages, each guarded by a full and an empty mbarrier. With BTMA = 1 and N a
@@ -34,10 +34,17 @@ summary: >
   the tiles in bands of tile rows (L2 reuse of B at large N: 8192^3 fp16 1180 -> 1080 us at RASTER 8); PERSIST = 1
   launches one block per SM that loops over tiles, the stages' rounds counted across tiles, so that the producer
   loads the next tile while the consumers store this one (CLUSTER 1 and INFLIGHT 0 only; measured within 2% of
-  PERSIST 0).
+  PERSIST 0). CONSUMERS = 3 (512 threads) gives each consumer warpgroup one slab of a 192-row tile, for 192 x 256
+  tiles with 128 accumulators per consumer thread. A thread gets 128 registers at launch, so the producer hands
+  most of its share to the consumers (setmaxnreg: 32 for the producer, 160 for each consumer), and since ptxas
+  still fits every single instruction into the launch's 128, a 256-column slab is issued as two m64n128k32
+  instructions, which read the slab's A twice. CLUSTER 1 and INFLIGHT 0 only; on the H200 correct and
+  sanitizer-clean in one verification each (evals/results/issue15_h200/gpu_verify_session11_consumers3.txt; the GPU
+  test that holds them, tests/families/test_sparse24_wgmma_gpu.py, not yet run) and no faster: 158.9 us at 4096^3
+  fp16 against the 256 x 128 start's 157.1 (159.8 persistent).
 preparation: epilogue_operands
 parameters:
-  BM: [128, 256]
+  BM: [128, 192, 256]
   BN: [64, 128, 256]
   BK: [64, 128]
   STAGES: [3, 4, 5, 6]
@@ -47,29 +54,34 @@ parameters:
   BTMA: [0, 1]  # B through TMA when N is a multiple of 8 (cp.async otherwise)
   RASTER: [1, 4, 8, 16]  # tile rows swept together, column by column (1: row by row, the launch order)
   PERSIST: [0, 1]  # one block per SM looping over tiles (the next tile's loads overlap this one's epilogue)
+  CONSUMERS: [2, 3]  # consumer warpgroups, each owning BM / CONSUMERS rows of the tile
 constraints:  # over the parameters and the problem symbols; a choice breaking one is never tried
   - "value_bytes == 2"
   # the producer signals tile t once it issued t + LAG, while the consumer waiting for t still holds its INFLIGHT
   # older tiles' stages: with fewer stages both wait on each other
   - "LAG + INFLIGHT < STAGES"
-  # accumulators and metadata words per consumer thread (both arrays with INFLIGHT 1): at 144 (256 x 128 x 128,
-  # INFLIGHT 1) ptxas spills and serialises the wgmma (note C7512)
-  - "(BM // 128) * (BN // 2 + (1 + INFLIGHT) * BK // 32) <= 136"
-  - "(BM // 128) * BN <= 256"
+  - "BM % (64 * CONSUMERS) == 0"  # whole 64-row slabs per consumer warpgroup
+  # accumulators and metadata words per consumer thread (both arrays with INFLIGHT 1), over BM // (64 CONSUMERS)
+  # slabs: at 144 (256 x 128 x 128, INFLIGHT 1) ptxas spills and serialises the wgmma (note C7512)
+  - "BM // (64 * CONSUMERS) * (BN // 2 + (1 + INFLIGHT) * BK // 32) <= 136"
+  - "BM // (64 * CONSUMERS) * BN <= 256"
+  # three consumers (BM 192: one slab each) hold 128 accumulators in 160 registers: one array of words only.
+  # CLUSTER stays 1 there by the rule below it: a 2-block cluster's 96-row share of the tile is no whole slab
+  - "CONSUMERS == 2 or INFLIGHT == 0"
   - "BM % (64 * CLUSTER) == 0"  # each block's share of an A box: whole 64-row slabs, 1024-byte aligned (swizzle)
   - "CLUSTER == 1 or N > BN"  # the second block of a cluster must have columns of C to compute
   - "PERSIST == 0 or (CLUSTER == 1 and INFLIGHT == 0)"  # the tile loop is written for single blocks, one group at a time
   # LAG paces the cp.async copies of B only: where B goes by TMA its values compile to the same behaviour, and a
   # search would spend iterations on them
   - "LAG == 1 or BTMA == 0 or N % 8 != 0"
-  - "STAGES * (BK * BN * value_bytes + BM * BK // 2 * value_bytes + BM * BK // 8) + 16 * STAGES + 1024 <= 232448"
+  - "STAGES * 1024 * ceil_div(BK * BN * value_bytes + BM * BK // 2 * value_bytes + BM * BK // 8, 1024) + 16 * STAGES + 1024 <= 232448"
 kernels:
   - entry: sp24_wgmma_sp
     grid: ["PERSIST * min(ceil_div(N, BN) * ceil_div(M, BM), num_sms) + (1 - PERSIST) * ceil_div(ceil_div(N, BN), CLUSTER) * CLUSTER",
            "PERSIST + (1 - PERSIST) * ceil_div(M, BM)", "1"]
-    block: ["384", "1", "1"]
+    block: ["128 * (CONSUMERS + 1)", "1", "1"]
     cluster: ["CLUSTER", "1", "1"]
-    shared_bytes: "STAGES * (BK * BN * value_bytes + BM * BK // 2 * value_bytes + BM * BK // 8) + 16 * STAGES + 1024"
+    shared_bytes: "STAGES * 1024 * ceil_div(BK * BN * value_bytes + BM * BK // 2 * value_bytes + BM * BK // 8, 1024) + 16 * STAGES + 1024"
     args: [tmap_A, tmap_E, tmap_B, B, bias, C, M, N, K, has_bias, act, alpha]
 tensor_maps:
   tmap_A: {array: A_values, box: ["32", "BM // CLUSTER"], swizzle: "64B", l2_promotion: "128B"}
@@ -82,12 +94,15 @@ accumulate: fp32
 ---*/
 // Why A comes from shared memory (descriptor) and not from registers: each consumer issues one instruction per
 // A fragment (N = BN covers the whole tile width), so registers would not reuse A, and loading them would cost
-// the same shared-memory reads plus ldmatrix issue slots and registers next to BM/128 * BN/2 accumulators.
+// the same shared-memory reads plus ldmatrix issue slots and registers next to SLABS * BN/2 accumulators. (Three
+// consumers at BN = 256 are the exception: two instructions per fragment, see MMA_N.)
 //
-// Shared memory (base rounded up to 1024 bytes), per stage: B, then A, then the metadata words.
+// Shared memory (base rounded up to 1024 bytes), per stage: B, then A, then the metadata words, the stage rounded up
+// to whole 1024 bytes (192-row metadata takes 1536 at BK 64) so that every stage starts in the same swizzle phase.
 //   B: BN/64 blocks of 64 columns, each BK rows of 128 bytes; the 16-byte chunk c of row k sits at chunk c ^ (k % 8)
 //      (the 128-byte swizzle). Descriptor (N-major, 128B swizzle): leading offset BK * 128 (next 64 columns),
-//      stride offset 1024 (next 8 rows of K); step s (32 rows of K) starts 4096 s bytes in.
+//      stride offset 1024 (next 8 rows of K); step s (32 rows of K) starts 4096 s bytes in, and an instruction of
+//      MMA_N < BN columns (part p) at block p MMA_N/64.
 //   A: BK/64 boxes of BM rows x 64 bytes (32 compressed values), chunks XOR-ed with (row / 2) % 4 (64-byte swizzle,
 //      done by TMA). Descriptor (K-major, 64B swizzle): stride offset 512 (next 8 rows); slab l starts at row 64 l;
 //      step s reads box s / 2 from byte 32 (s % 2) of each row.
@@ -99,18 +114,37 @@ accumulate: fp32
 // Metadata (PTX ISA, sparse wgmma m64nNk32 f16/bf16): warp w of the warpgroup supplies rows 16w .. 16w+15 with the
 // m16n8k32 mma.sp layout; with selector 0 lane 4g + j (j = 0, 1) gives the word of rows g and g + 8 and logical
 // columns 16j .. 16j+15 of the step, which is the stored word (16-row block, 2s + j, g).
-// Accumulators: d[4j + 2h + e] of thread (warp w, lane 4g + t) is row 16w + g + 8h, column 8j + 2t + e of the slab.
+// Accumulators: d[4j + 2h + e] of thread (warp w, lane 4g + t) is row 16w + g + 8h, column 8j + 2t + e of the
+// instruction's MMA_N columns of the slab.
 // tests/families/test_sparse24_wgmma.py emulates every index here against the PTX definitions.
 
-#define THREADS 384
-#define SLABS (BM / 128)                      // 64-row slabs per consumer warpgroup
-#define ACC (BN / 2)                          // accumulators per slab and thread
+#define THREADS (128 * (CONSUMERS + 1))
+#define SLABS (BM / (64 * CONSUMERS))         // 64-row slabs per consumer warpgroup
+// Register budget of three consumers. At 512 threads a thread has 128 registers at launch; setmaxnreg moves them
+// from the producer (32, which its B copies fit only one at a time: SP24W_COPY_UNROLL) to the consumers (160:
+// 128 * 32 + 384 * 160 = 65536). 152 would not do: ptxas needs 154 around 128 accumulators in flight. ptxas still
+// fits each instruction's own operands within the launch's 128 (error C7602: m64n256 needs 155), so a 256-column
+// slab takes two m64n128 instructions, each reading A again.
+#if CONSUMERS == 3
+#define PRODUCER_REGS "32"
+#define CONSUMER_REGS "160"
+#define SP24W_COPY_UNROLL _Pragma("unroll 1")
+#else
+#define SP24W_COPY_UNROLL
+#endif
+#if CONSUMERS == 3 && BN == 256
+#define MMA_N 128
+#else
+#define MMA_N BN
+#endif
+#define PARTS (BN / MMA_N)                    // instructions per slab and 32 columns of K, side by side in N
+#define ACC (MMA_N / 2)                       // accumulators per instruction and thread
 #define B_STAGE_BYTES (BK * BN * 2)
 #define A_STAGE_BYTES (BM * BK)               // BM rows of BK/2 16-bit values
 #define E_STAGE_BYTES (BM * BK / 8)
-#define STAGE_BYTES (B_STAGE_BYTES + A_STAGE_BYTES + E_STAGE_BYTES)
+#define STAGE_BYTES ((B_STAGE_BYTES + A_STAGE_BYTES + E_STAGE_BYTES + 1023) / 1024 * 1024)
 #define CP_ASYNC_ARRIVALS 129                 // 128 producer threads' landed B copies, plus the TMA thread's expect_tx
-#define EMPTY_ARRIVALS (8 * CLUSTER)          // one lane per consumer warp of every block in the cluster
+#define EMPTY_ARRIVALS (4 * CONSUMERS * CLUSTER)  // one lane per consumer warp of every block in the cluster
 #define A_SHARE_ROWS (BM / CLUSTER)           // rows of each A box this block's TMA thread loads for the cluster
 
 // The tensor map's layout (128 opaque bytes, 64-byte aligned), so that no toolkit header is needed under NVRTC.
@@ -202,7 +236,7 @@ __device__ __forceinline__ unsigned long long sp24w_desc(unsigned addr, unsigned
 
 // Per instruction width: the accumulator registers, then the operand numbers of the A and B descriptors and the
 // metadata word, then of the scale-d flag.
-#if BN == 64
+#if MMA_N == 64
 #define SP24W_SHAPE "m64n64k32"
 #define SP24W_ACC_REGS "{" \
     "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25," \
@@ -210,7 +244,7 @@ __device__ __forceinline__ unsigned long long sp24w_desc(unsigned addr, unsigned
 #define SP24W_OPS "%32, %33, %34"
 #define SP24W_SCALE_D "%35"
 #define SP24W_ACC_OPERANDS(d) SP24W_F32(d, 0)
-#elif BN == 128
+#elif MMA_N == 128
 #define SP24W_SHAPE "m64n128k32"
 #define SP24W_ACC_REGS "{" \
     "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25," \
@@ -248,9 +282,9 @@ __device__ __forceinline__ void sp24w_mma(float (&d)[ACC], unsigned long long a_
 }
 
 // Keeps the compiler from moving accumulator reads or writes across the asynchronous instructions.
-__device__ __forceinline__ void sp24w_pin(float (&d)[SLABS][ACC]) {
+__device__ __forceinline__ void sp24w_pin(float (&d)[SLABS * PARTS][ACC]) {
 #pragma unroll
-    for (int l = 0; l < SLABS; ++l)
+    for (int l = 0; l < SLABS * PARTS; ++l)
 #pragma unroll
         for (int i = 0; i < ACC; ++i) asm volatile("" : "+f"(d[l][i]) :: "memory");
 }
@@ -271,18 +305,23 @@ __device__ __forceinline__ void sp24w_load_meta(unsigned (&e)[SLABS][BK / 32], c
 
 // One tile's products of consumer warpgroup c as one committed wgmma group (`first`: the first tile, which
 // overwrites the accumulators).
-__device__ __forceinline__ void sp24w_issue(float (&acc)[SLABS][ACC], const unsigned (&e)[SLABS][BK / 32],
+__device__ __forceinline__ void sp24w_issue(float (&acc)[SLABS * PARTS][ACC], const unsigned (&e)[SLABS][BK / 32],
                                             const unsigned char* stage, int c, bool first) {
     const unsigned a_base = sp24w_smem(stage + B_STAGE_BYTES), b_base = sp24w_smem(stage);
     sp24w_pin(acc);
     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
     for (int k = 0; k < BK / 32; ++k) {
-        const unsigned long long b_desc = sp24w_desc(b_base + 4096 * k, BK * 128, 1024, 1);
+        unsigned long long b_desc[PARTS];  // part p: columns p MMA_N .., from B's 64-column block p MMA_N / 64
+#pragma unroll
+        for (int p = 0; p < PARTS; ++p)
+            b_desc[p] = sp24w_desc(b_base + p * (MMA_N / 64) * (BK * 128) + 4096 * k, BK * 128, 1024, 1);
 #pragma unroll
         for (int l = 0; l < SLABS; ++l) {
             const unsigned a_addr = a_base + (k / 2) * (BM * 64) + (c * SLABS + l) * 64 * 64 + 32 * (k % 2);
-            sp24w_mma(acc[l], sp24w_desc(a_addr, 16, 512, 2), b_desc, e[l][k], !first || k > 0);
+#pragma unroll
+            for (int p = 0; p < PARTS; ++p)
+                sp24w_mma(acc[l * PARTS + p], sp24w_desc(a_addr, 16, 512, 2), b_desc[p], e[l][k], !first || k > 0);
         }
     }
     asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
@@ -305,6 +344,7 @@ __device__ __forceinline__ void sp24w_release(unsigned empty, int rank, int lane
 __device__ __forceinline__ void sp24w_load_b(unsigned char* bt, const sp24_in_t* __restrict__ B, int k0, int n0, int N,
                                              int K, int tid) {
     if (N % 8 == 0) {  // every 16-byte chunk of a B row is wholly inside N or wholly past it
+        SP24W_COPY_UNROLL
         for (int i = tid; i < BK * BN / 8; i += 128) {
             const int k = i / (BN / 8), c = i % (BN / 8);
             const bool valid = k0 + k < K && n0 + 8 * c < N;
@@ -313,6 +353,7 @@ __device__ __forceinline__ void sp24w_load_b(unsigned char* bt, const sp24_in_t*
             asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" :: "r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
         }
     } else {  // rows of B are not 16-byte aligned: element by element through registers
+        SP24W_COPY_UNROLL
         for (int i = tid; i < BK * BN; i += 128) {
             const int k = i / BN, n = i % BN;
             const sp24_in_t v = k0 + k < K && n0 + n < N ? B[(long long)(k0 + k) * N + n0 + n] : (sp24_in_t)0;
@@ -370,6 +411,9 @@ sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_cons
 #endif
 
     if (wg == 0) {  // producer
+#if CONSUMERS == 3
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 " PRODUCER_REGS ";");  // right at the branch: see CONSUMER_REGS
+#endif
         int it = 0;  // k-tiles this block produced over all its tiles: stage it % STAGES, round it / STAGES
         for (int tile = first_tile; tile < cols * rows; tile += tile_step) {
             int m0, n0;  // with CLUSTER > 1 n0 may lie past N: nothing is stored
@@ -416,9 +460,13 @@ sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_cons
     }
 
     // consumers: warpgroup c = wg - 1 owns slabs c*SLABS .. ; w is the warp's place in its warpgroup
+#if CONSUMERS == 3
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 " CONSUMER_REGS ";");  // waits for the producer's release
+#endif
     const int c = wg - 1, w = (tid / 32) % 4, lane = tid % 32;
-    float acc[SLABS][ACC];  // never zeroed: the first product overwrites it (scale-d 0), so that no other
-                            // instruction writes the accumulators, which would make ptxas serialise the wgmma
+    // slab l, part p at l * PARTS + p; never zeroed: the first product overwrites it (scale-d 0), so that no other
+    // instruction writes the accumulators, which would make ptxas serialise the wgmma
+    float acc[SLABS * PARTS][ACC];
 
 #if INFLIGHT == 0
     int it = 0;  // k-tiles this block consumed over all its tiles, as the producer counts them
@@ -437,7 +485,7 @@ sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_cons
             // The metadata words are wgmma input registers: none may be written while a group that reads them is in
             // flight, so the next tile's words wait for this tile's group. (Keeping one group in flight with one array of
             // words measured wrong on the H200 in up to 28% of the elements: ptxas reused the registers across the
-            // loop's back edge; INFLIGHT = 1 below keeps two arrays.) The other consumer warpgroup keeps the tensor
+            // loop's back edge; INFLIGHT = 1 below keeps two arrays.) The other consumer warpgroups keep the tensor
             // cores busy meanwhile.
             asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
             sp24w_pin(acc);
@@ -492,10 +540,11 @@ sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_cons
                 if (row >= M) continue;
                 const float b = has_bias ? sp24_out_to_f32(bias[row]) : 0.f;
 #pragma unroll
-                for (int j = 0; j < BN / 8; ++j) {
-                    sp24_store_pair(C, row, n0 + 8 * j + 2 * t, N, acc[l][4 * j + 2 * h], acc[l][4 * j + 2 * h + 1], alpha,
-                                    b, act);
-                }
+                for (int p = 0; p < PARTS; ++p)
+#pragma unroll
+                    for (int j = 0; j < MMA_N / 8; ++j)
+                        sp24_store_pair(C, row, n0 + p * MMA_N + 8 * j + 2 * t, N, acc[l * PARTS + p][4 * j + 2 * h],
+                                        acc[l * PARTS + p][4 * j + 2 * h + 1], alpha, b, act);
             }
         }
     }

@@ -39,7 +39,7 @@ WGMMA_MIN_MN = 256  # smaller M or N leave most SMs without a 128 x 256 tile: mm
 # H200 (bench/NOTES.md): B by TMA 241 -> 156 us at 4096^3 fp16 (256 x 128 x 128, 3 stages; session 9; CLUSTER 2 and
 # INFLIGHT 1 with B by cp.async slower or no faster); tile rows in bands of 8 (RASTER 8) 1180 -> 1080 us at 8192^3 fp16
 # and 1165 -> 1045 us in bf16, 160 -> 157 us at 4096^3; PERSIST 1 within 2% of it either way (session 10)
-WGMMA_START = {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 1, "RASTER": 8, "PERSIST": 0}
+WGMMA_START = {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 1, "RASTER": 8, "PERSIST": 0, "CONSUMERS": 2}
 ACTIVATIONS = {"none": 0, "relu": 1, "gelu_tanh": 2}
 # largest ||C - ref|| / ||ref|| by output type, for GELU epilogues (judged norm-wise): one rounding to C's type
 # dominates fp32 sums of K/2 exact products
