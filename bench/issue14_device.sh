@@ -27,6 +27,15 @@ export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 python3 -c "import sparseditto.evals.matrix_suite" 2>/dev/null || python3 -m pip install -q --no-deps --no-build-isolation --no-index -e . >/dev/null 2>&1 || exit 1
 mkdir -p "$out"
 mats=/tmp/issue14_matrices; mkdir -p $mats
+# The runs an eval cut off at its time limit (state "interrupted" as `sparseditto runs` reads it: the process gone)
+# ended from their last checkpoint, so that the iterations they finished get their report and result.json (session
+# 11 lost a 16384^3 run's first iteration this way): `sparseditto resume ID --abort`.
+end_cut_off_runs() {
+  for id in $(python3 -c "import sys; from sparseditto.artifacts import list_runs
+print(' '.join(r['run_id'] for r in list_runs(sys.argv[1]) if r['state'] == 'interrupted'))" "$1"); do
+    timeout 120 sparseditto resume "$id" --abort --runs-dir "$1" 2>&1 | tail -n 3
+  done
+}
 case $what in
   setup) ;;
   check)
@@ -58,7 +67,8 @@ case $what in
     # results folder per call: a warm machine keeps the last one's)
     res=$(mktemp -d /tmp/eval_sp24.XXXX)
     timeout ${EVAL_SECONDS:-500} sparseditto eval run sparse24 --only ${ONLY:-sparse24_fp16_8192,sparse24_fp16_decode} \
-      --budget ${BUDGET:-2} --out $res 2>&1 | tail -n 20
+      --budget ${BUDGET:-2} --out $res 2>&1 | tee "$out/eval_sp24_log.txt" | tail -n 20  # the whole log: session 11's cut-off run left no trace
+    end_cut_off_runs $res/runs
     cp $res/results.jsonl "$out/eval_sp24_results.jsonl"; cp $res/report.md "$out/eval_sp24_report.md" 2>/dev/null
     tar -czf "$out/eval_sp24_runs.tgz" -C $res --exclude='*.cubin' --exclude='*.pkl' --exclude='checkpoints*' runs 2>/dev/null || true
     ;;
@@ -81,6 +91,7 @@ case $what in
     fi
     python3 -m sparseditto.evals.matrix_suite $mats --names $names 2>&1 | tail -n 3
     timeout ${EVAL_SECONDS:-470} sparseditto eval run --matrices $mats $args --budget 3 --out /tmp/eval_$what 2>&1 | tail -n 30
+    end_cut_off_runs /tmp/eval_$what/runs
     cp /tmp/eval_$what/results.jsonl "$out/eval_${what}_results.jsonl"
     cp /tmp/eval_$what/report.md "$out/eval_${what}_report.md" 2>/dev/null
     tar -czf "$out/eval_${what}_runs.tgz" -C /tmp/eval_$what --exclude='*.cubin' --exclude='*.pkl' --exclude='checkpoints*' runs 2>/dev/null || true

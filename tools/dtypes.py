@@ -12,6 +12,8 @@ from typing import Any, Literal
 import ml_dtypes
 import numpy as np
 
+from sparseditto.tools import chunks
+
 DTypeName = Literal["fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "int8", "int32", "int64"]
 
 
@@ -55,7 +57,15 @@ def to_storage(values: np.ndarray, name: str) -> np.ndarray:
     d = dtype(name)
     if not d.is_float:
         return np.asarray(values).astype(d.storage)
-    return np.asarray(values, dtype=np.float32).astype(d.logical).view(d.storage)
+    values = np.asarray(values)
+    out = np.empty(values.shape, dtype=d.logical)
+    flat, out_flat = values.reshape(-1), out.reshape(-1)
+
+    def cast(_: int, start: int, stop: int) -> None:  # rounded to float32 first, then to the type
+        out_flat[start:stop] = flat[start:stop].astype(np.float32).astype(d.logical)
+
+    chunks.in_chunks(values.size, cast)
+    return out.view(d.storage)
 
 
 def to_float64(stored: np.ndarray, name: str) -> np.ndarray:

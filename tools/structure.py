@@ -22,6 +22,7 @@ BAND_ROWS = 32  # rows per sampled band: whole blocks of every size up to 32
 SAMPLE_BANDS = 1 << 11  # bands read when the matrix has more (65,536 rows)
 BLOCK_SIZES = (4, 8, 16, 32)
 H200_L2_BYTES = 60 * 1024 * 1024  # as the H200 reports it (l2_bytes in evals/results/floors_h200.json)
+WARP_LANES = 32
 WALK_GROUPS = (1, 2, 4, 8, 16, 32)  # lanes per row of the row-walking kernels (their GROUP values)
 WALK_NONZEROS = 8  # nonzeros a lane takes per step: two 16-byte loads of 4 (UNROLL 2, every start's value)
 SHORT_ROW = 64  # rows the split kernel's start walks by groups; longer ones go to warps of their own (LONG_ROW)
@@ -54,7 +55,7 @@ def warp_walk_steps(lengths: np.ndarray, group: int) -> float:
     """Steps of every warp whose 32 / `group` consecutive rows are each walked by `group` lanes, WALK_NONZEROS per
     lane and step, summed over the warps, per row: a warp takes as many steps as its longest row needs, so short,
     empty and uneven rows leave lanes idle for the warp's whole walk."""
-    rows = BAND_ROWS // group
+    rows = WARP_LANES // group
     steps = -(-lengths // (WALK_NONZEROS * group))
     padded = np.zeros(-(-len(steps) // rows) * rows, dtype=steps.dtype)
     padded[:len(steps)] = steps
@@ -70,19 +71,19 @@ def walk_features(lengths: np.ndarray) -> dict[str, float]:
     long_rows = lengths[lengths > SHORT_ROW]
     features = {f"walk_steps_{g}": warp_walk_steps(lengths, g) for g in WALK_GROUPS}
     features |= {f"walk_short_steps_{g}": warp_walk_steps(short, g) for g in WALK_GROUPS[:-1]}
-    features["long_row_steps"] = float((-(-long_rows // (4 * BAND_ROWS))).sum(dtype=np.int64) / max(len(lengths), 1))
+    features["long_row_steps"] = float((-(-long_rows // (4 * WARP_LANES))).sum(dtype=np.int64) / max(len(lengths), 1))
     return features
 
 
-def row_length_features(lengths: np.ndarray, K: int) -> dict[str, float]:
-    """Mean, spread, quantiles and extremes of the row lengths, and the row walks' steps (all rows)."""
+def row_length_features(lengths: np.ndarray, K: int, walks: bool = True) -> dict[str, float]:
+    """Mean, spread, quantiles and extremes of the row lengths, and with `walks` the row walks' steps (all rows)."""
     M = len(lengths)
     if not M:
         return {}
     mean = float(lengths.mean())
     q50, q90, q99 = (float(q) for q in np.percentile(lengths, (50, 90, 99)))
     dense_row = max(10 * mean, np.sqrt(K))
-    return {**walk_features(lengths),
+    return {**(walk_features(lengths) if walks else {}),
         "row_mean": mean,
         "row_max": float(lengths.max()),
         "row_cv": float(lengths.std() / mean) if mean else 0.0,
@@ -136,14 +137,14 @@ def pattern_features(sample: sp.csr_matrix, rows: np.ndarray, M: int, K: int) ->
 
 
 def structural_features(lengths: np.ndarray, sample: sp.csr_matrix, rows: np.ndarray, K: int, value_bytes: int,
-                        column_counts: np.ndarray | None = None) -> dict[str, float]:
+                        column_counts: np.ndarray | None = None, walks: bool = True) -> dict[str, float]:
     """Every feature: row lengths from all rows, the pattern's from the sample; column counts when the whole
-    matrix is at hand (dense columns)."""
+    matrix is at hand (dense columns); the row walks' steps only with `walks` (0.1-0.35 s at 10-30M nonzeros)."""
     M, nnz = len(lengths), int(lengths.sum())
     features = {"rows": float(M), "cols": float(K), "nnz": float(nnz), "density": nnz / max(M * K, 1),
                 "aspect": M / max(K, 1),
                 "bytes_over_l2": spmv_bytes(M, K, nnz, value_bytes) / H200_L2_BYTES,
-                **row_length_features(lengths, K), **pattern_features(sample, rows, M, K)}
+                **row_length_features(lengths, K, walks), **pattern_features(sample, rows, M, K)}
     if column_counts is not None and len(column_counts):
         mean = nnz / max(K, 1)
         dense = column_counts > max(10 * mean, np.sqrt(M))

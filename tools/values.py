@@ -16,6 +16,7 @@ from functools import cache
 import ml_dtypes
 import numpy as np
 
+from sparseditto.tools import chunks
 from sparseditto.tools.dtypes import dtype
 
 # the largest |exponent| of a run's scale: the product of two such values stays far inside the type's range
@@ -59,9 +60,23 @@ def _run_lengths(rng: np.random.Generator, size: int) -> np.ndarray:
 def draw_values(rng: np.random.Generator, size: int, name: str, specials: bool = False) -> np.ndarray:
     """`size` float64 values for a float type `name` (round them with `to_storage`): magnitudes in [0.5, 1)
     times a per-run power of two, random signs; with `specials`, a NaN, +Inf and -Inf at random places where the
-    type has them."""
+    type has them. A large array is drawn in chunks on threads, each chunk from its own generator spawned from
+    `rng`, so that one seed still gives one array (a 16384^3 2:4 problem took 27 s to make in one thread:
+    bench/host_prep_seconds.py)."""
     num = numerics(name)
     spread = _SPREAD[dtype(name).bytes]
+    values = np.empty(size, dtype=np.float64)
+    generators = rng.spawn(-(-size // chunks.CHUNK)) if size > chunks.CHUNK else [rng]
+    chunks.in_chunks(size, lambda i, start, stop: _draw_into(generators[i], values[start:stop], num, spread))
+    if specials and size:
+        chosen = [v for v, ok in ((np.nan, num.has_nan), (np.inf, num.has_inf), (-np.inf, num.has_inf)) if ok]
+        values[rng.choice(size, size=min(len(chosen), size), replace=False)] = chosen[:size]
+    return values
+
+
+def _draw_into(rng: np.random.Generator, out: np.ndarray, num: Numerics, spread: int) -> None:
+    """`out` filled with runs of one power-of-two scale each (see draw_values)."""
+    size = out.size
     lengths = _run_lengths(rng, size)
     runs = len(lengths)
     kind = rng.random(runs)
@@ -72,11 +87,9 @@ def draw_values(rng: np.random.Generator, size: int, name: str, specials: bool =
     subnormal = kind >= 0.92  # a few runs whose values are subnormal in the type
     exponent = np.where(subnormal, rng.integers(deepest, low_normal, size=runs), exponent)
     scale = np.repeat(np.exp2(exponent.astype(np.float64)), lengths)[:size]
-    values = rng.uniform(0.5, 1.0, size=size) * scale * rng.choice((-1.0, 1.0), size=size)
-    if specials and size:
-        chosen = [v for v, ok in ((np.nan, num.has_nan), (np.inf, num.has_inf), (-np.inf, num.has_inf)) if ok]
-        values[rng.choice(size, size=min(len(chosen), size), replace=False)] = chosen[:size]
-    return values
+    # magnitude and sign from one uniform draw r: r in [0, 0.5) gives -(0.5 + r), r in [0.5, 1) gives r
+    r = rng.random(size)
+    np.multiply(np.where(r < 0.5, -0.5 - r, r), scale, out=out)
 
 
 @dataclass(frozen=True)

@@ -151,6 +151,8 @@ class CsrFamily(ProblemFamily):
     special_inputs: ClassVar[tuple[str, ...] | None] = ("values",)
     dense_name: ClassVar[str]
     output_name: ClassVar[str]
+    # whether the family's cost model prices row walks, whose step features take 0.1-0.35 s at 10-30M nonzeros
+    prices_row_walks: ClassVar[bool] = True
 
     @classmethod
     def claims(cls, data: Mapping[str, Any]) -> bool:
@@ -282,7 +284,8 @@ class CsrFamily(ProblemFamily):
         """The structural features (tools/structure.py), and the subclass's own (the dense operand's width)."""
         lengths, sample, rows, column_counts = self.lengths_and_sample(spec)
         _, K, _ = spec_matrix_shape(spec)
-        return {**structural_features(lengths, sample, rows, K, dtype_info(spec.dtype).bytes, column_counts),
+        return {**structural_features(lengths, sample, rows, K, dtype_info(spec.dtype).bytes, column_counts,
+                                      walks=self.prices_row_walks),
                 **self.operand_features(spec)}
 
     def operand_features(self, spec: SpecBase) -> dict[str, float]:

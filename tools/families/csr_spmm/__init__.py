@@ -30,6 +30,7 @@ class CsrSpmm(CsrFamily):
     kernels_dir = KERNELS_ROOT / "csr_spmm"
     preparations = {"row_group_union": row_group_union, "bsr_blocks": bsr_blocks}
     target_speedup = 3.0
+    prices_row_walks = False  # its kernels are priced by bytes and tensor-core tiles (cost.py)
     example_spec = {"name": "small_spmm", "operation": "spmm", "pattern": {"distribution": "uniform", "density": 0.02},
                     "M": 1024, "K": 1024, "N": 64, "dtype": "fp32", "budget": {"iterations": 4}}
     dense_name = "B"
@@ -66,10 +67,13 @@ class CsrSpmm(CsrFamily):
             "spmm_bsr_tc", {"BR": block, "BC": block, "NT": nt, "WARPS": 4},
             f"BSR {block}x{block} on tensor cores: blocks {features.get(f'block_fill_{block}', 0.0):.0%} full, "
             "one index per block instead of one per nonzero")
-        vb = dtype_info(spec.dtype).bytes
-        ranked = [replace(s, predicted_us=predicted_us(s.kernel, s.start, features, spec.N, vb))
+        ranked = [replace(s, predicted_us=self.predicted_us(spec, features, s.kernel, s.start))
                   for s in (rowsplit, smem_tile, tensor, bsr)]
         return sorted(ranked, key=lambda s: s.predicted_us)
+
+    def predicted_us(self, spec: CsrSpmmSpec, features: Mapping[str, float], kernel: str,
+                     params: Mapping[str, int]) -> float:
+        return predicted_us(kernel, params, features, spec.N, dtype_info(spec.dtype).bytes)
 
 
 FAMILY = CsrSpmm()

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from sparseditto.tools.families.base import Prepared, Problem
 from sparseditto.tools.families.csr_common import at_least_one
+from sparseditto.tools.families.structure_cache import Gather, Structure, by_structure
 
 
-def diagonals(problem: Problem, params: dict[str, int]) -> Prepared:
+@by_structure
+def diagonals(rowptr: np.ndarray, colind: np.ndarray, params: dict[str, int]) -> Structure:
     """The MAX_DIAGS densest diagonals (offset d = col - row) of the matrix in DIA, every other nonzero in a CSR
     remainder, so that any matrix is exact and a stencil or banded matrix is all DIA.
 
@@ -21,13 +22,13 @@ def diagonals(problem: Problem, params: dict[str, int]) -> Prepared:
       stay in the rows that reference them);
     - `rowptr_rest` (int32, M + 1), `colind_rest` (int32), `values_rest`: the remainder in CSR, row order kept.
     Symbols: `n_diags`, `rest_nnz`. A repeated (row, column) entry keeps its first copy in DIA, the others in the
-    remainder. Values are copied: the preparation runs again whenever the values change."""
-    rowptr = problem.inputs["rowptr"].astype(np.int64)
-    colind = problem.inputs["colind"].astype(np.int64)
-    values = problem.inputs["values"]
+    remainder. The structure is made once (`by_structure`); the values are gathered into `dia_vals` and
+    `values_rest` at every call."""
+    rowptr = rowptr.astype(np.int64)
+    colind = colind.astype(np.int64)
     M = len(rowptr) - 1
     nnz = int(rowptr[-1])
-    colind, values = colind[:nnz], values[:nnz]
+    colind = colind[:nnz]
     rows = np.repeat(np.arange(M, dtype=np.int64), np.diff(rowptr))
     offsets_all = colind - rows
 
@@ -50,24 +51,22 @@ def diagonals(problem: Problem, params: dict[str, int]) -> Prepared:
         first[idx[first_pos]] = True
     in_dia &= first
 
-    dia_vals = np.zeros(max(n_diags * M, 1), dtype=values.dtype)
     words = -(-n_diags // 32)
     dia_mask = np.zeros(max(words * M, 1), dtype=np.uint32)
     r, k = rows[in_dia], slot[in_dia]
-    dia_vals[k * M + r] = values[in_dia]
     np.bitwise_or.at(dia_mask, (k // 32) * M + r, (np.uint32(1) << (k % 32).astype(np.uint32)))
 
-    rest = ~in_dia
+    rest = np.flatnonzero(~in_dia)
     rowptr_rest = np.zeros(M + 1, dtype=np.int32)
     np.cumsum(np.bincount(rows[rest], minlength=M), out=rowptr_rest[1:])
-    rest_nnz = int(rest.sum())
+    rest_nnz = len(rest)
 
     arrays = {
         "dia_offsets": at_least_one(offsets.astype(np.int32)),
-        "dia_vals": dia_vals,
         "dia_mask": dia_mask.view(np.int32),
         "rowptr_rest": rowptr_rest,
         "colind_rest": at_least_one(colind[rest].astype(np.int32)),
-        "values_rest": at_least_one(np.ascontiguousarray(values[rest])),
     }
-    return arrays, {"n_diags": n_diags, "rest_nnz": rest_nnz}
+    gathers = {"dia_vals": Gather(max(n_diags * M, 1), k * M + r, np.flatnonzero(in_dia)),
+               "values_rest": Gather(max(rest_nnz, 1), np.arange(rest_nnz), rest)}
+    return Structure(arrays, {"n_diags": n_diags, "rest_nnz": rest_nnz}, gathers)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from sparseditto.tools.families.base import Prepared, Problem
 from sparseditto.tools.families.csr_common import at_least_one
+from sparseditto.tools.families.structure_cache import Gather, Structure, by_structure
 
 _INT32_MAX = np.iinfo(np.int32).max
 
 
-def sell_c_sigma(problem: Problem, params: dict[str, int]) -> Prepared:
+@by_structure
+def sell_c_sigma(rowptr: np.ndarray, colind: np.ndarray, params: dict[str, int]) -> Structure:
     """Rows sorted by length (longest first, stable) within windows of SIGMA rows, then cut into slices of C
     consecutive sorted rows; each slice is padded to its longest row and stored column-major, so element j of
     sorted row r (slice s = r // C) lies at slice_ptr[s] + j * C + r % C and C consecutive threads read
@@ -21,13 +22,13 @@ def sell_c_sigma(problem: Problem, params: dict[str, int]) -> Prepared:
     `sell_vals` (the values' storage type; padding 0), `slice_ptr` (int32, each slice's start), `slice_len`
     (int32, each slice's padded length), `row_perm` (int32, the original row of each sorted row), `row_len`
     (int32, each sorted row's true length: the kernel stops there, so padding is never multiplied).
-    Symbols: `n_slices`, `sell_nnz` (the padded element count)."""
+    Symbols: `n_slices`, `sell_nnz` (the padded element count). The structure is made once (`by_structure`); the
+    values are gathered into `sell_vals` at every call."""
     C, sigma = int(params["C"]), int(params["SIGMA"])
     if C <= 0 or sigma <= 0 or sigma % C:
         raise ValueError(f"SELL-C-sigma needs SIGMA a positive multiple of C (C={C}, SIGMA={sigma})")
-    rowptr = problem.inputs["rowptr"].astype(np.int64)
-    colind = np.asarray(problem.inputs["colind"])
-    values = np.asarray(problem.inputs["values"])
+    rowptr = rowptr.astype(np.int64)
+    colind = np.asarray(colind)
     M = len(rowptr) - 1
     lengths = np.diff(rowptr)
 
@@ -47,7 +48,6 @@ def sell_c_sigma(problem: Problem, params: dict[str, int]) -> Prepared:
         raise ValueError(f"SELL-C-sigma with C={C}, SIGMA={sigma} pads to {sell_nnz} elements: more than int32 indexes")
 
     sell_cols = np.zeros(max(sell_nnz, 1), dtype=np.int32)
-    sell_vals = np.zeros(max(sell_nnz, 1), dtype=values.dtype)
     # padding columns: the row's last valid column (0 for empty rows and missing rows); filled per slot below
     last_col = np.zeros(n_slices * C, dtype=np.int32)
     nonempty = sorted_len > 0
@@ -59,6 +59,7 @@ def sell_c_sigma(problem: Problem, params: dict[str, int]) -> Prepared:
 
     # the true entries: entry k of sorted row r goes to slice_ptr[r // C] + k * C + r % C
     nnz = int(rowptr[-1])
+    src = dst = np.zeros(0, dtype=np.int64)
     if nnz:
         rows_sorted = np.repeat(np.arange(M, dtype=np.int64), sorted_len)
         first = np.cumsum(sorted_len) - sorted_len
@@ -66,10 +67,10 @@ def sell_c_sigma(problem: Problem, params: dict[str, int]) -> Prepared:
         src = np.repeat(rowptr[perm], sorted_len) + k
         dst = slice_ptr[rows_sorted // C] + k * C + rows_sorted % C
         sell_cols[dst] = colind[src]
-        sell_vals[dst] = values[src]
 
-    arrays = {"sell_cols": sell_cols, "sell_vals": sell_vals,
+    arrays = {"sell_cols": sell_cols,
               "slice_ptr": at_least_one(slice_ptr[:-1].astype(np.int32)),
               "slice_len": at_least_one(slice_len.astype(np.int32)),
               "row_perm": at_least_one(perm.astype(np.int32)), "row_len": at_least_one(sorted_len.astype(np.int32))}
-    return arrays, {"n_slices": n_slices, "sell_nnz": sell_nnz}
+    return Structure(arrays, {"n_slices": n_slices, "sell_nnz": sell_nnz},
+                     {"sell_vals": Gather(max(sell_nnz, 1), dst, src)})

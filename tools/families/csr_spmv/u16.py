@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from sparseditto.tools.families.base import Prepared, Problem
 from sparseditto.tools.families.csr_common import at_least_one
+from sparseditto.tools.families.structure_cache import Structure, by_structure
 
 SPAN = 1 << 16  # offsets 0 .. 65535
 
 
-def csr_u16(problem: Problem, params: dict[str, int]) -> Prepared:
+@by_structure
+def csr_u16(rowptr: np.ndarray, colind: np.ndarray, params: dict[str, int]) -> Structure:
     """Per-row bases and 16-bit offsets; the rows that do not fit fall back to their int32 columns.
 
     Arrays (each at least one element long: a zero-length device array cannot be passed):
@@ -27,10 +28,10 @@ def csr_u16(problem: Problem, params: dict[str, int]) -> Prepared:
       65536 or more: the kernel reads that row's `colind` instead.
     Symbols (reported, not needed by the launch): `n_wide_rows`, and `wide_nnz`, the nonzeros that fell back.
     Columns need not be sorted within a row. The values are not copied: the preparation depends on the
-    structure only."""
-    rowptr = np.asarray(problem.inputs["rowptr"], dtype=np.int64)
+    structure only, made once per structure (`by_structure`)."""
+    rowptr = np.asarray(rowptr, dtype=np.int64)
     M, nnz = len(rowptr) - 1, int(rowptr[-1])
-    colind = np.asarray(problem.inputs["colind"], dtype=np.int64)[:nnz]
+    colind = np.asarray(colind, dtype=np.int64)[:nnz]
     lengths = np.diff(rowptr)
     filled = np.flatnonzero(lengths > 0)
     low = np.zeros(M, dtype=np.int64)
@@ -47,4 +48,4 @@ def csr_u16(problem: Problem, params: dict[str, int]) -> Prepared:
     col16[:nnz][inside] = (colind[inside] - low[rows[inside]]).astype(np.uint16)
 
     arrays = {"col16": col16, "row_base": at_least_one(row_base.astype(np.int32))}
-    return arrays, {"n_wide_rows": int((~fits).sum()), "wide_nnz": int(lengths[~fits].sum())}
+    return Structure(arrays, {"n_wide_rows": int((~fits).sum()), "wide_nnz": int(lengths[~fits].sum())}, {})
