@@ -1,5 +1,6 @@
 """The SpMV cost model against measured candidates (evals/cost_model_check.py): each candidate's predicted and
-measured time, their ratio, and per matrix whether the model's fastest is the measured fastest.
+measured time, their ratio, per matrix whether the model's fastest is the measured fastest, and the offline
+planner's first candidate (fresh store) against the fastest measured.
 `python3 bench/cost_model_check.py [--cost-module FILE]`: FILE is another version of
 tools/families/csr_spmv/cost.py to check instead, e.g. the model before session 10:
 `git show cdf8572^:tools/families/csr_spmv/cost.py > /tmp/old_cost.py`."""
@@ -12,7 +13,7 @@ import math
 import tempfile
 from pathlib import Path
 
-from sparseditto.evals.cost_model_check import priced_candidates
+from sparseditto.evals.cost_model_check import first_candidates, priced_candidates
 from sparseditto.tools.families.csr_spmv.cost import predicted_us
 
 
@@ -26,7 +27,8 @@ def main() -> None:
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         price = module.predicted_us
-    priced = priced_candidates(Path(tempfile.mkdtemp(prefix="cost_check_")), price=price)
+    folder = Path(tempfile.mkdtemp(prefix="cost_check_"))
+    priced = priced_candidates(folder, price=price)
     print(f"{'matrix':20s} {'kernel':22s} {'params':24s} {'predicted':>9s} {'measured':>9s} {'ratio':>6s}")
     for c, p in priced:
         params = ",".join(f"{k}={v}" for k, v in c["params"].items() if k in ("GROUP", "MAX_DIAGS", "ITEMS"))
@@ -40,6 +42,14 @@ def main() -> None:
         print(f"{matrix}: the model's fastest of the measured {chosen['kernel']} {chosen['params'].get('GROUP', '')} "
               f"({chosen['us']:.1f} us), measured fastest {best['kernel']} {best['params'].get('GROUP', '')} "
               f"({best['us']:.1f} us): {chosen['us'] / best['us']:.2f}x")
+
+    if args.cost_module:  # the plan is this checkout's, whatever model was checked above
+        return
+    print("\nthe offline plan's first candidate (fresh store) against the fastest measured:")
+    for name, kernel, start, us, best in first_candidates(folder):
+        params = ",".join(f"{k}={v}" for k, v in start.items() if k in ("GROUP", "MAX_DIAGS", "ITEMS"))
+        print(f"{name:20s} {kernel:22s} {params:14s} "
+              + (f"{us:7.1f} us, {us / best:.2f}x the fastest measured ({best:.1f})" if us else "not measured"))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The SpMV cost model against candidates measured on a GPU (`results/issue14_h200/spmv_candidates_measured.json`):
-each candidate with the time the model predicts for it. The matrices are remade from the seeded suite
-(`matrix_suite.py`), so their features are the ones the planner saw. `bench/cost_model_check.py` prints the
+each candidate with the time the model predicts for it, and the offline planner's first candidate on each matrix
+with its measured time where it was measured. The matrices are remade from the seeded suite (`matrix_suite.py`),
+so their features are the ones the planner saw. `bench/cost_model_check.py` prints the
 comparison; `tests/agents/test_cost_model_measured.py` holds the model to it."""
 
 from __future__ import annotations
@@ -28,3 +29,22 @@ def priced_candidates(folder: Path, measured: Path = MEASURED, price: Price = pr
     write_suite(folder, names=names)
     features = {n: matrix_features(sp.load_npz(folder / f"{n}.npz").tocsr(), 4, np.random.default_rng(0)) for n in names}
     return [(c, price(c["kernel"], c["params"], features[c["matrix"]], 4)) for c in candidates]
+
+
+def first_candidates(folder: Path, measured: Path = MEASURED) -> list[tuple[str, str, dict[str, int], float | None, float]]:
+    """Per matrix written to `folder` by priced_candidates: the offline plan's first kernel and parameters (a fresh
+    store), its measured us when a measured candidate ran at those parameters, and the fastest measured us."""
+    from sparseditto.agents.planner import offline_plan
+    from sparseditto.spec import parse_spec
+
+    candidates = json.loads(measured.read_text())["candidates"]
+    rows = []
+    for name in sorted({c["matrix"] for c in candidates}):
+        spec = parse_spec({"name": name, "operation": "spmv", "dtype": "fp32",
+                           "pattern": {"kind": "matrix_file", "path": str(folder / f"{name}.npz")}})
+        first = offline_plan(spec).strategies[0]
+        mine = [c for c in candidates if c["matrix"] == name]
+        same = [c["us"] for c in mine if c["kernel"] == first.kernel
+                and all(c["params"].get(k) == v for k, v in first.start.items() if k in c["params"])]
+        rows.append((name, first.kernel, dict(first.start), same[0] if same else None, min(c["us"] for c in mine)))
+    return rows

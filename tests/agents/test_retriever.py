@@ -9,6 +9,7 @@ from sparseditto.agents.retriever import PLAUSIBLE_FACTOR, plan_query, reference
 from sparseditto.agents.schemas import Choice
 from sparseditto.knowledge_base.experience import ExperienceStore
 from sparseditto.spec import parse_spec
+from sparseditto.tools.families import get_family
 
 GPU = {"name": "NVIDIA H200", "arch": "sm_90"}
 
@@ -115,5 +116,31 @@ def test_a_similar_entry_the_cost_model_prices_far_off_does_not_go_first(store):
     # the same entry for a kernel priced near the fastest goes first
     near = plan.strategies[0]
     store.record(parse_spec({**skewed, "M": 30000}), Choice(kernel=near.kernel, params=near.start), "// src",
+                 {"median_us": 20.0, "speedup_vs_best": 1.1, "best_baseline": "cusparse"}, GPU, "run1")
+    assert retrieve(plan, spec, GPU, store, 4000)[1].kernels[0].origin == "experience"
+
+
+def test_a_similar_entry_goes_first_only_if_its_own_parameters_are_priced_near_the_fastest(store):
+    """The kernel the model prices fastest, stored at parameters that fit this matrix badly (session 11: the previous
+    matrix's GROUP 8 on rows of three nonzeros, 4.3x slower), does not go first; at parameters priced near the
+    fastest it does."""
+    rows_of_four = {"name": "short_rows", "operation": "spmv", "pattern": {"distribution": "uniform", "nnz_per_row": 4},
+                    "M": 200000, "K": 200000, "dtype": "fp32"}
+    spec = parse_spec(rows_of_four)
+    plan = offline_plan(spec)
+    family = get_family(plan.family)
+    fastest = min(s.calibrated_us for s in plan.strategies)
+    grouped = next(s for s in plan.strategies if "GROUP" in s.start)
+    price = {g: family.predicted_us(spec, plan.features, grouped.kernel, {**grouped.start, "GROUP": g})
+             for g in grouped.space["GROUP"]}
+    wide = max(price, key=price.get)
+    assert price[wide] > PLAUSIBLE_FACTOR * fastest
+    store.record(parse_spec({**rows_of_four, "M": 300000}), Choice(kernel=grouped.kernel, params={**grouped.start, "GROUP": wide}),
+                 "// src", {"median_us": 20.0, "speedup_vs_best": 1.1, "best_baseline": "cusparse"}, GPU, "run0")
+    refined, refs = retrieve(plan, spec, GPU, store, 4000)
+    assert refined.strategies[0].start == plan.strategies[0].start
+    assert all(r.origin == "library" for r in refs.kernels)
+    best = plan.strategies[0]
+    store.record(parse_spec({**rows_of_four, "M": 250000}), Choice(kernel=best.kernel, params=best.start), "// src",
                  {"median_us": 20.0, "speedup_vs_best": 1.1, "best_baseline": "cusparse"}, GPU, "run1")
     assert retrieve(plan, spec, GPU, store, 4000)[1].kernels[0].origin == "experience"

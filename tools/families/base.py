@@ -122,6 +122,12 @@ class ProblemFamily(ABC):
         """The offline planner's strategies, best first; kernels the spec's dtype or arch rule out are dropped
         by the planner, and starts that break a kernel's declared constraints are refused there."""
 
+    def predicted_us(self, spec: "SpecBase", features: Mapping[str, float], kernel: str,
+                     params: Mapping[str, int]) -> float | None:
+        """The cost model's time for `kernel` at `params` on this problem (None: the family prices nothing), so that
+        a choice from elsewhere, e.g. a similar problem's accepted parameters, is priced as it would run here."""
+        return None
+
     # -- instances ---------------------------------------------------------------------------------
     @abstractmethod
     def make_problem(self, spec: "SpecBase", seed: int, shape: Mapping[str, int] | None = None) -> Problem:

@@ -40,7 +40,7 @@ class CsrSpmv(CsrFamily):
     preparations = {"long_row_chunk_ptr": long_row_chunk_ptr, "sell_c_sigma": sell_c_sigma,
                     "diagonals": diagonals, "merge_path": merge_path, "csr_u16": csr_u16}
     target_speedup = 1.5
-    cost_model = "row walks as warp steps (session 10)"
+    cost_model = "row walks as warp steps, efficiencies and lone lanes fitted on 12 matrices (session 11)"
     example_spec = {"name": "small_spmv", "operation": "spmv", "pattern": {"distribution": "uniform", "nnz_per_row": 16},
                     "M": 65536, "K": 65536, "dtype": "fp32", "budget": {"iterations": 4}}
     dense_name = "x"
@@ -50,13 +50,12 @@ class CsrSpmv(CsrFamily):
         """Every kernel at a start chosen from the features, ranked by its predicted time (`cost.py`): the
         planner re-ranks them by what earlier runs measured."""
         f = features
-        vb = dtype_info(spec.dtype).bytes
 
         def fastest_group(kernel: str, start: dict[str, int], groups: tuple[int, ...] = WALK_GROUPS) -> int:
             """The lanes per row the cost model prices fastest (the warps' walk steps depend on it); of those within 10%
             the widest, whose lanes read a row in fewer, adjacent loads (what the step count does not see; measured at
             near-equal prices on two matrices, 4 lanes beat 2 by 4-12%)."""
-            times = {g: predicted_us(kernel, {**start, "GROUP": g}, f, vb) for g in groups}
+            times = {g: self.predicted_us(spec, f, kernel, {**start, "GROUP": g}) for g in groups}
             return max(g for g, t in times.items() if t <= 1.1 * min(times.values()))
 
         vec4 = {"UNROLL": 2, "BLOCK": 256, "HINT": 1, "XL": 0}
@@ -85,8 +84,12 @@ class CsrSpmv(CsrFamily):
         ]
         if f["row_max"] <= SHORT_ROW:  # nothing to split: the same walk as spmv_csr_vec4, priced the same, would
             starts = [s for s in starts if s.kernel != "spmv_csr_split_vec4"]  # take a contender's place
-        ranked = [replace(s, predicted_us=predicted_us(s.kernel, s.start, f, vb)) for s in starts]
+        ranked = [replace(s, predicted_us=self.predicted_us(spec, f, s.kernel, s.start)) for s in starts]
         return sorted(ranked, key=lambda s: s.predicted_us)
+
+    def predicted_us(self, spec: CsrSpmvSpec, features: Mapping[str, float], kernel: str,
+                     params: Mapping[str, int]) -> float:
+        return predicted_us(kernel, params, features, dtype_info(spec.dtype).bytes)
 
 
 FAMILY = CsrSpmv()

@@ -2,8 +2,8 @@
 makes and the launches it needs, from the structural features alone (no matrix is built).
 
 The numbers are priors for an H200: copy bandwidth 4.25 TB/s and 60 MB of L2 (`evals/results/floors_h200.json`);
-the row walks' step times fitted to measured candidates (below); the per-kernel efficiencies first guesses, two of
-them corrected by measurements. The planner multiplies each prediction by the kernel's calibration from earlier
+the row walks' step times fitted to measured candidates (below); the per-kernel efficiencies first guesses, four of
+them corrected by measurements (`python3 bench/cost_model_check.py` prints the model against all of them). The planner multiplies each prediction by the kernel's calibration from earlier
 measurements (the experience store), so the priors only order the first run's candidates.
 """
 
@@ -21,8 +21,7 @@ SECTOR = 32  # bytes a scattered x read costs when x does not stay in L2
 # `gathers` in evals/results/floors_h200.json
 GATHERS_PER_US = 16_777_216 / 116.9
 # Row walks (the row-per-group kernels) are bound by latency, not bandwidth: each step loads column indices and then
-# the x values they point to. Fitted to 16 measured candidates on four suite matrices (H200, fp32; the table and
-# the check in `python3 bench/cost_model_check.py`):
+# the x values they point to. Fitted to 16 measured candidates on four suite matrices (H200, fp32; session 10):
 # one step of a warp walking alone (the longest row's tail): 201 us for 126 steps (circuit, 16 lanes per row) and
 # 437 us for 250 (empty70, 4 lanes)
 STEP_US = 1.6
@@ -32,13 +31,19 @@ WALK_STEPS_PER_US = 1800.0
 # the share of copy bandwidth a kernel reaches on rows that keep it busy (guesses unless noted; calibrated by
 # measurements in the experience store)
 EFFICIENCY = {
-    "spmv_csr_vec4": 0.80,
+    "spmv_csr_vec4": 0.60,  # 0.80 guessed; 1.2-1.8x slower than that on rows of 3-7 nonzeros and on FEM (session 11)
     "spmv_csr_split_vec4": 0.78,
-    "spmv_merge_path": 0.47,  # measured 1.4-1.6x the 0.70 first guessed (circuit 36.0 us, empty70 104.7 us)
+    "spmv_merge_path": 0.40,  # 0.70 guessed, 0.47 from circuit and empty70; 1.1-1.7x slower than 0.47 on 5 more (session 11)
     "spmv_sell_c_sigma": 0.80,
-    "spmv_dia": 0.40,  # measured 2.1x the 0.85 first guessed (band_narrow, 49.9 us, the one measurement)
-    "spmv_csr_u16": 0.78,
+    "spmv_dia": 0.45,  # 0.85 guessed; band_narrow 0.40, two stencils 0.45-0.51 (sessions 10-11)
+    "spmv_csr_u16": 0.60,  # 0.78 guessed; as vec4 (same walk): 1.3-1.7x slower than that on FEM and a 3D stencil (session 11)
 }
+
+
+# lanes that walk a row alone (GROUP 1) read 16-byte pieces of 32 different rows per load: both CSR walks measured
+# 1.4x their bandwidth term on a 3D stencil (session 11); with this factor stencil3d's are priced within 7%, and
+# stencil2d's vec4 1.3x too slow (85.3 us measured, 111.2 priced; `python3 bench/cost_model_check.py`)
+LONE_LANE_EFFICIENCY = 0.75
 
 
 def walk_us(steps_per_row: float, f: Mapping[str, float], unroll: int) -> float:
@@ -90,7 +95,7 @@ def predicted_us(kernel: str, start: Mapping[str, int], f: Mapping[str, float], 
     """The kernel's time at its starting parameters: the longest of moving its bytes at the bandwidth it reaches,
     the scattered reads of x, every warp's row walk at the GPU's rate of steps, and the walk of the longest row
     where one group or warp walks it alone; plus launches."""
-    bandwidth = COPY_BYTES_PER_US * EFFICIENCY[kernel]
+    bandwidth = COPY_BYTES_PER_US * EFFICIENCY[kernel] * (LONE_LANE_EFFICIENCY if start.get("GROUP") == 1 else 1.0)
     row_max = f["row_max"]
     launches, tail, walk, gathers = 1, 0.0, 0.0, scattered_reads(f)
     if kernel == "spmv_csr_vec4":
