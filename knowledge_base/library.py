@@ -110,15 +110,30 @@ def family_prelude(kernels_dir: Path) -> str:
     return path.read_text() + "\n" if path.is_file() else ""
 
 
-def _parse(path: Path, family: str) -> ReferenceKernel:
+def _split(path: Path) -> tuple[dict, str]:
+    """(metadata, code) of a kernel file."""
     text = path.read_text()
     match = _FRONT.match(text)
     if not match:
         raise ValueError(f"{path}: missing the /*--- metadata ---*/ block")
-    meta = yaml.safe_load(match.group(1))
+    return yaml.safe_load(match.group(1)), text[match.end():]
+
+
+def _parse(path: Path, family: str) -> ReferenceKernel:
+    """A kernel file; one whose metadata names `body_from` (another kernel file of the folder, without `.cu`) holds
+    no code of its own: it declares other launches, parameters or dtypes for that file's code, which tells the two
+    apart by the compile-time definitions (e.g. SD_DTYPE)."""
+    meta, body = _split(path)
     if meta.setdefault("family", family) != family:
         raise ValueError(f"{path}: declares family {meta['family']!r} but lies in {family}'s kernels folder")
-    return ReferenceKernel(**meta, body=text[match.end():], path=path)
+    if source := meta.pop("body_from", None):
+        if body.strip():
+            raise ValueError(f"{path}: takes its code from {source}.cu (body_from) and must hold none of its own")
+        origin = path.parent / f"{source}.cu"
+        if not origin.is_file() or _split(origin)[0].get("body_from"):
+            raise ValueError(f"{path}: body_from names {source}, which is no kernel file with code in {path.parent}")
+        body = _split(origin)[1]
+    return ReferenceKernel(**meta, body=body, path=path)
 
 
 @cache

@@ -19,7 +19,7 @@ from sparseditto.knowledge_base.library import get_kernel
 from sparseditto.spec import parse_spec
 from sparseditto.tools.dtypes import to_float64
 from sparseditto.tools.families import get_family
-from sparseditto.tools.families.sparse24_gemm import WGMMA_START
+from sparseditto.tools.families.sparse24_gemm import WGMMA_FP8_START, WGMMA_START
 from sparseditto.tools.expr import evaluate
 from sparseditto.tools.families.sparse24_gemm.compression import decompress
 from sparseditto.tools.verifier import CompileOnlyVerifier
@@ -64,6 +64,9 @@ class Smem:
         a = np.asarray(addr) - SMEM_BASE
         return self.b[a].astype(np.uint16) | (self.b[a + 1].astype(np.uint16) << 8)
 
+    def read8(self, addr):
+        return self.b[np.asarray(addr) - SMEM_BASE]
+
     def read32(self, addr):
         a = np.asarray(addr) - SMEM_BASE
         return sum(self.b[a + i].astype(np.uint32) << (8 * i) for i in range(4))
@@ -85,18 +88,26 @@ def tma_2d(smem, dst, rows, x, y, box_w, box_h, elem, span):
 # ---- the kernel's formulas, mirrored ------------------------------------------------------------------------------
 
 KERNEL = get_kernel("sp24_wgmma_sp")
+FP8_KERNEL = get_kernel("sp24_wgmma_sp_fp8")  # the same code for e4m3: B transposed first, K-major, k64 steps
 
 
 class Kernel:
-    def __init__(self, params):
+    def __init__(self, params, value_bytes=2):
         self.__dict__.update(params)
+        self.ref = KERNEL if value_bytes == 2 else FP8_KERNEL  # the header whose launches and tensor maps apply
+        self.vb = value_bytes
+        self.kmajor = value_bytes == 1  # B_KMAJOR
+        self.bt = None  # e4m3: Bt, once the transposition ran
         self.consumers = params.get("CONSUMERS", 2)  # the emulated cases name it only where it is 3
-        self.env = {**params, "CONSUMERS": self.consumers, "value_bytes": 2}
+        self.env = {**params, "CONSUMERS": self.consumers, "value_bytes": value_bytes}
         self.slabs = self.BM // (64 * self.consumers)
         self.mma_n = 128 if self.consumers == 3 and self.BN == 256 else self.BN  # MMA_N: one instruction's columns
         self.parts, self.acc = self.BN // self.mma_n, self.mma_n // 2
-        self.b_bytes = self.BK * self.BN * 2
-        self.a_bytes = self.BM * self.BK
+        self.k_step = 64 // value_bytes  # K_STEP
+        self.steps, self.meta_lanes = self.BK // self.k_step, self.k_step // 16
+        self.b_bytes = self.BK * self.BN * value_bytes
+        self.a_bytes = self.BM * self.BK // 2 * value_bytes
+        self.a_boxes = self.a_bytes // (64 * self.BM)
         self.e_bytes = self.BM * self.BK // 8
         self.stage_bytes = -(-(self.b_bytes + self.a_bytes + self.e_bytes) // 1024) * 1024  # whole kilobytes
 
@@ -131,7 +142,7 @@ def load_b(kern, smem, stage, Bbits, k0, n0, N, K):
 
 def declared_box(kern, name, **symbols):
     """A tensor map's box from the kernel's header (inner dimension first)."""
-    return tuple(evaluate(e, {**kern.env, **symbols}) for e in KERNEL.tensor_maps[name].box)
+    return tuple(evaluate(e, {**kern.env, **symbols}) for e in kern.ref.tensor_maps[name].box)
 
 
 def tma_share(kern, smems, s, p, kt, m0, rank):
@@ -140,15 +151,15 @@ def tma_share(kern, smems, s, p, kt, m0, rank):
     multicast; one block without clusters). Returns the bytes credited to each block's full barrier."""
     M, K = p.symbols["M"], p.symbols["K"]
     stage = SMEM_BASE + s * kern.stage_bytes
-    a_rows = p.inputs["A_values"].view(np.uint8).reshape(M, K)  # K/2 16-bit values per row
+    a_rows = p.inputs["A_values"].view(np.uint8).reshape(M, K // 2 * kern.vb)  # K/2 values per row
     e_rows = p.inputs["A_meta"].view(np.uint8).reshape(M // 16, 2 * K)  # K/2 words per 16-row block
     (a_w, a_h), (e_w, e_h) = declared_box(kern, "tmap_A"), declared_box(kern, "tmap_E")
     row = rank * (kern.BM // kern.CLUSTER)  # the kernel's `row`
     credited = 0
     for smem in smems:
-        for j in range(kern.BK // 64):
+        for j in range(kern.a_boxes):
             credited += tma_2d(smem, stage + kern.b_bytes + j * kern.BM * 64 + row * 64, a_rows,
-                               kt * kern.BK // 2 + 32 * j, m0 + row, a_w, a_h, 2, 64)
+                               kt * kern.BK // 2 + j * (64 // kern.vb), m0 + row, a_w, a_h, kern.vb, 64)
         credited += tma_2d(smem, stage + kern.b_bytes + kern.a_bytes + row * kern.BK // 8, e_rows, kt * kern.BK // 2,
                            (m0 + row) // 16, e_w, e_h, 4, None)
     return credited // len(smems)
@@ -161,6 +172,16 @@ def fill_stage(kern, smems, s, p, kt, m0, n0s):
     M, K, N = (p.symbols[x] for x in ("M", "K", "N"))
     credited = sum(tma_share(kern, smems, s, p, kt, m0, rank) for rank in range(len(smems)))
     stage = SMEM_BASE + s * kern.stage_bytes
+    if kern.kmajor:  # Bt (N x K) by TMA, always: boxes of 128 columns of K and BN rows, 128-byte swizzle
+        if kern.bt is None:  # the sequence's first launch, once per call
+            kern.bt = transpose_b(p.inputs["B"].view(np.uint8).reshape(-1), N, K).reshape(N, K)
+        bt_rows = kern.bt
+        box_w, box_h = declared_box(kern, "tmap_B", N=N, K=K)
+        span = int(kern.ref.tensor_maps["tmap_B"].swizzle.removesuffix("B"))
+        b_credited = [sum(tma_2d(smem, stage + j * kern.BN * 128, bt_rows, kt * kern.BK + 128 * j, n0, box_w, box_h, 1,
+                                 span) for j in range(kern.BK // 128)) for smem, n0 in zip(smems, n0s)]
+        assert len(set(b_credited)) == 1
+        return kern.a_bytes + kern.e_bytes + kern.b_bytes, credited + b_credited[0]
     if kern.BTMA and N % 8 == 0:
         b_rows = p.inputs["B"].view(np.uint8).reshape(K, 2 * N)
         box_w, box_h = declared_box(kern, "tmap_B", N=N, K=K)
@@ -176,14 +197,17 @@ def fill_stage(kern, smems, s, p, kt, m0, n0s):
 
 def meta_word_index(kern, c, l, w, k, lane, pair_swap=False):
     """The consumer's metadata word (index into the stage's words) for lane `lane` of warp w, slab l, step k."""
-    j = (lane & 1) ^ int(pair_swap)
-    return (4 * (c * kern.slabs + l) + w) * (kern.BK // 2) + (2 * k + j) * 8 + lane // 4
+    j = (lane & (kern.meta_lanes - 1)) ^ int(pair_swap)
+    return (4 * (c * kern.slabs + l) + w) * (kern.BK // 2) + (kern.meta_lanes * k + j) * 8 + lane // 4
 
 
 def consumer_descriptors(kern, stage, c, l, k, p, a_mode=2):
     """The A and B descriptors of consumer c's instruction for slab l, step k and part p (columns p MMA_N ..)."""
     a_base, b_base = stage + kern.b_bytes, stage
     a_addr = a_base + (k // 2) * (kern.BM * 64) + (c * kern.slabs + l) * 64 * 64 + 32 * (k % 2)
+    if kern.kmajor:
+        return desc(a_addr, 16, 512, a_mode), desc(b_base + (k // 2) * (kern.BN * 128) + p * kern.mma_n * 128 + 64 * (k % 2),
+                                                   16, 1024, 1)
     b_addr = b_base + p * (kern.mma_n // 64) * (kern.BK * 128) + 4096 * k
     return desc(a_addr, 16, 512, a_mode), desc(b_addr, kern.BK * 128, 1024, 1)
 
@@ -194,13 +218,13 @@ def decode(d):
     return ((d & 0x3FFF) << 4, ((d >> 16) & 0x3FFF) << 4, ((d >> 32) & 0x3FFF) << 4, d >> 62)
 
 
-def read_k_major(smem, d, rows, row_bytes):
+def read_k_major(smem, d, rows, row_bytes, elem=2):
     """A K-major swizzled operand: element (row m, byte b) sits at start + (m % 8) * span + (m // 8) * stride + b
-    before the swizzle (8-row core-matrix groups, rows one swizzle span apart); returns 16-bit patterns."""
+    before the swizzle (8-row core-matrix groups, rows one swizzle span apart); returns 16- or 8-bit patterns."""
     start, _, stride, mode = decode(d)
     span = SWIZZLE_MODES[mode]
-    m, b = np.arange(rows)[:, None], np.arange(0, row_bytes, 2)[None, :]
-    return smem.read16(swizzle(start + (m % 8) * span + (m // 8) * stride + b, span))
+    m, b = np.arange(rows)[:, None], np.arange(0, row_bytes, elem)[None, :]
+    return (smem.read16 if elem == 2 else smem.read8)(swizzle(start + (m % 8) * span + (m // 8) * stride + b, span))
 
 
 def read_mn_major(smem, d, k_rows, cols):
@@ -213,17 +237,19 @@ def read_mn_major(smem, d, k_rows, cols):
     return smem.read16(swizzle(start + (n % w) * 2 + (n // w) * lead + (k % 8) * span + (k // 8) * stride, span))
 
 
-def wgmma_sp_k32(d_acc, a_desc, b_desc, e, smem, n, value, accumulate):
-    """wgmma.mma_async.sp m64nNk32, A and B from shared memory (A K-major, B MN-major), selector 0. `e[w][lane]` is
-    the metadata register of lane `lane` of warp w; `d_acc[w][lane]` its N/2 accumulators (d[4j+2h+x] holds row
-    16w + lane/4 + 8h, column 8j + 2(lane%4) + x)."""
-    comp = value(read_k_major(smem, a_desc, 64, 32))  # 64 x 16 compressed
-    b = value(read_mn_major(smem, b_desc, 32, n))
-    a = np.zeros((64, 32))
+def wgmma_sp(d_acc, a_desc, b_desc, e, smem, n, value, accumulate, elem=2):
+    """wgmma.mma_async.sp m64nNk32 (16-bit: A K-major, B MN-major) or m64nNk64 (e4m3: both K-major), A and B from
+    shared memory, selector 0. `e[w][lane]` is the metadata register of lane `lane` of warp w (the mma.sp m16n8k32
+    and m16n8k64 figures: lane 4g + t holds groups 4t .. 4t+3 of rows g and g + 8); `d_acc[w][lane]` its N/2
+    accumulators (d[4j+2h+x] holds row 16w + lane/4 + 8h, column 8j + 2(lane%4) + x)."""
+    k = 64 // elem  # logical columns of K per instruction
+    comp = value(read_k_major(smem, a_desc, 64, 32, elem))  # 64 x k/2 compressed, 32 bytes a row
+    b = value(read_mn_major(smem, b_desc, k, n)) if elem == 2 else value(read_k_major(smem, b_desc, n, k, 1)).T
+    a = np.zeros((64, k))
     for w in range(4):
         for r in range(16):
             g, h = r % 8, r // 8
-            for v in range(8):  # group v of the 32 logical columns: lane 4g + v // 4, nibble v % 4 of half h
+            for v in range(k // 4):  # group v of the k logical columns: lane 4g + v // 4, nibble v % 4 of half h
                 code = (int(e[w][4 * g + v // 4]) >> (16 * h + 4 * (v % 4))) & 0xF
                 first, second = code & 3, code >> 2
                 assert first < second, f"warp {w} row {r} group {v}: code {code:#x} is not valid metadata"
@@ -246,6 +272,31 @@ def bf16(bits):
     return to_float64(np.asarray(bits, np.uint16), "bf16")
 
 
+def e4m3(bits):
+    return to_float64(np.asarray(bits, np.uint8), "fp8_e4m3")
+
+
+VALUES = {"fp16": f16, "bf16": bf16, "fp8_e4m3": e4m3}
+
+
+def transpose_b(b, N, K):
+    """sp24w_transpose_b over its whole grid (B's bytes, flat): Bt's bytes, flat; every byte written once."""
+    bt = np.full(N * K, -1, np.int16)  # the runner's 0xFF fill, told apart from any byte written
+    for n0 in range(0, N, 64):
+        for k0 in range(0, K, 64):  # K is a multiple of 64
+            tile = np.zeros((64, 68), np.uint8)
+            for k in range(64):
+                for n in range(64):  # the word path reads 4 columns at once, zero past N: the same bytes
+                    tile[k, n] = b[(k0 + k) * N + n0 + n] if n0 + n < N else 0
+            for n in range(64):
+                if n0 + n < N:
+                    for k in range(0, 64, 4):
+                        assert (bt[(n0 + n) * K + k0 + k:(n0 + n) * K + k0 + k + 4] == -1).all()
+                        bt[(n0 + n) * K + k0 + k:(n0 + n) * K + k0 + k + 4] = tile[k:k + 4, n]
+    assert (bt >= 0).all()
+    return bt.astype(np.uint8)
+
+
 def tile_of(kern, linear, cols, rows, bx):
     """sp24w_tile: the (m0, n0) of tile `linear` for the block of grid index bx."""
     first = linear // (kern.RASTER * cols) * kern.RASTER
@@ -262,14 +313,14 @@ def block_tile(kern, grid, bx, by):
 
 
 def emulate(p, params, dtype, pair_swap=False, a_mode=2, num_sms=3):
-    kern = Kernel(params)
+    kern = Kernel(params, 1 if dtype == "fp8_e4m3" else 2)
     M, K, N = (p.symbols[x] for x in ("M", "K", "N"))
-    value = f16 if dtype == "fp16" else bf16
+    value = VALUES[dtype]
     tiles = -(-K // kern.BK)
     C = np.full((M, N), np.nan)
     env = {**kern.env, "M": M, "K": K, "N": N, "num_sms": num_sms}
-    grid = [evaluate(e, env) for e in KERNEL.kernels[0].grid]
-    cluster = [evaluate(e, env) for e in KERNEL.kernels[0].cluster]
+    grid = [evaluate(e, env) for e in kern.ref.kernels[-1].grid]  # the GEMM, last of the sequence
+    cluster = [evaluate(e, env) for e in kern.ref.kernels[-1].cluster]
     assert cluster == [kern.CLUSTER, 1, 1] and grid[0] % cluster[0] == 0
     cols, rows = -(-N // kern.BN), -(-M // kern.BM)  # tiles of C
     if kern.PERSIST:  # grid[0] blocks, each taking every grid[0]-th tile
@@ -311,14 +362,14 @@ def consume(kern, smem, acc, stage, kt, value, pair_swap, a_mode):
     """Every consumer warpgroup of one block on the tile in `stage`."""
     for c in range(kern.consumers):
         for l in range(kern.slabs):
-            for k in range(kern.BK // 32):
+            for k in range(kern.steps):
                 e = [[int(smem.read32(stage + kern.b_bytes + kern.a_bytes
                                       + 4 * meta_word_index(kern, c, l, w, k, lane, pair_swap)))
                       for lane in range(32)] for w in range(4)]
                 e = [[word or VALID_WORD for word in warp] for warp in e]
                 for p in range(kern.parts):
                     a_d, b_d = consumer_descriptors(kern, stage, c, l, k, p, a_mode)
-                    wgmma_sp_k32(acc[c, l, p], a_d, b_d, e, smem, kern.mma_n, value, kt > 0 or k > 0)
+                    wgmma_sp(acc[c, l, p], a_d, b_d, e, smem, kern.mma_n, value, kt > 0 or k > 0, kern.vb)
 
 
 def store(kern, C, acc, m0, n0):
@@ -377,6 +428,21 @@ CASES = [
     # persistent, one 128-column instruction per slab, two A boxes per stage
     ("fp16", {"BM": 192, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "BTMA": 1, "RASTER": 4, "PERSIST": 1,
               "CONSUMERS": 3}, (560, 320, 200)),
+    # e4m3 (sp24_wgmma_sp_fp8): B transposed, then by TMA K-major. Slabs past M, 2.5 k-tiles (zero fill past K in
+    # A, metadata and Bt), N a multiple of 4 with a tail inside the last tile (the transposition's word path)
+    ("fp8_e4m3", {"BM": 128, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "BTMA": 1, "RASTER": 1, "PERSIST": 0},
+     (208, 320, 200)),
+    # two slabs per consumer, two Bt boxes per stage (BK 256), N odd (the transposition's byte path), bands of 4 rows
+    ("fp8_e4m3", {"BM": 256, "BN": 128, "BK": 256, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "BTMA": 1, "RASTER": 4, "PERSIST": 0},
+     (272, 448, 125)),
+    # clusters of two sharing A, the last cluster's second block wholly past N
+    ("fp8_e4m3", {"BM": 256, "BN": 64, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 2, "BTMA": 1, "RASTER": 1, "PERSIST": 0},
+     (272, 192, 136)),
+    # persistent over 5 x 3 tiles; 256-column instructions on one slab per consumer
+    ("fp8_e4m3", {"BM": 128, "BN": 64, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "BTMA": 1, "RASTER": 4, "PERSIST": 1},
+     (560, 384, 130)),
+    ("fp8_e4m3", {"BM": 128, "BN": 256, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "BTMA": 1, "RASTER": 1, "PERSIST": 0},
+     (144, 256, 300)),
 ]
 
 
@@ -409,6 +475,9 @@ def test_a_wrong_metadata_lane_pair_changes_the_product():
     p, A, B = problem("fp16", 128, 64, 64, seed=8)
     params = {"BM": 128, "BN": 64, "BK": 64, "STAGES": 3, "LAG": 2, "CLUSTER": 1, "BTMA": 0, "RASTER": 1, "PERSIST": 0}
     assert not np.allclose(emulate(p, params, "fp16", pair_swap=True), A @ B)
+    p, A, B = problem("fp8_e4m3", 128, 128, 64, seed=8)  # four lanes of a quad: 0 <-> 1 and 2 <-> 3
+    params = {"BM": 128, "BN": 64, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "BTMA": 1, "RASTER": 1, "PERSIST": 0}
+    assert not np.allclose(emulate(p, params, "fp8_e4m3", pair_swap=True), A @ B)
 
 
 def test_a_wrong_swizzle_in_the_a_descriptor_changes_the_product():
@@ -747,6 +816,22 @@ def test_kernel_passes_the_compile_only_verifier(dtype, params):
     assert resources.registers <= 168, resources  # 384 threads on one SM's 64K registers
 
 
+@pytest.mark.parametrize("params", [WGMMA_FP8_START,
+    {"BM": 256, "BN": 128, "BK": 128, "STAGES": 5, "LAG": 1, "CLUSTER": 2, "INFLIGHT": 1, "BTMA": 1, "RASTER": 1, "PERSIST": 0, "CONSUMERS": 2},
+    {"BM": 128, "BN": 256, "BK": 128, "STAGES": 4, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 1, "RASTER": 4, "PERSIST": 1, "CONSUMERS": 2}],
+    ids=["start", "cluster-inflight", "wide-persistent"])
+def test_the_e4m3_sequence_passes_the_compile_only_verifier(params):
+    spec = parse_spec({"operation": "spmm", "pattern": {"kind": "n_m"}, "M": 4096, "K": 4096, "N": 4096, "dtype": "fp8_e4m3",
+                       "arch": "sm_90a", "epilogue": {"bias": True, "activation": "relu", "alpha": True}})
+    report = CompileOnlyVerifier("sm_90a").verify(FP8_KERNEL.instantiate(params), spec)
+    assert report.compiled
+    assert not [f for f in report.feedback if f.status in {"failed", "error"}], report.feedback
+    for entry in ("sp24_wgmma_sp", "sp24w_transpose_b"):
+        resources = report.resources[entry]
+        assert resources.spill_stores == 0 and resources.stack_bytes == 0, resources
+    assert report.resources["sp24_wgmma_sp"].registers <= 168
+
+
 def test_hopper_compute_bound_specs_start_with_wgmma_and_keep_mma_sp_behind_it():
     def starts(**over):
         spec = parse_spec({"operation": "spmm", "pattern": {"kind": "n_m"}, "M": 4096, "K": 4096, "N": 4096, **over})
@@ -756,7 +841,7 @@ def test_hopper_compute_bound_specs_start_with_wgmma_and_keep_mma_sp_behind_it()
     assert first == ("sp24_wgmma_sp", WGMMA_START) and second[0] == "sp24_mma_sp"
     assert starts(arch="sm_90")[0][0] == "sp24_wgmma_sp"
     assert [k for k, _ in starts(arch="sm_80")] == ["sp24_mma_sp"]
-    assert [k for k, _ in starts(arch="sm_90a", dtype="fp8_e4m3")] == ["sp24_mma_sp"]  # 16-bit only
+    assert starts(arch="sm_90a", dtype="fp8_e4m3") == [("sp24_wgmma_sp_fp8", WGMMA_FP8_START), second]
     assert [k for k, _ in starts(arch="sm_90a", N=128)] == ["sp24_mma_sp"]
     assert [k for k, _ in starts(arch="sm_90a", N=16)] == ["sp24_stream", "sp24_skinny", "sp24_mma_sp"]
 

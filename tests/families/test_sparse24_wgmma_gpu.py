@@ -1,4 +1,4 @@
-"""sp24_wgmma_sp's cluster, in-flight, B-by-TMA, tile-order, persistent and three-consumer variants on the GPU, where the reference-kernel test does not take them (its
+"""sp24_wgmma_sp's (and its e4m3 sequence's) cluster, in-flight, B-by-TMA, tile-order, persistent and three-consumer variants on the GPU, where the reference-kernel test does not take them (its
 example spec has N = 64, one column tile: no cluster). N = 400 makes four column tiles of 128 in two clusters (two of
 256 in one), the last tile partly past N; M = 528 leaves a tail of 16 rows in a 256-row tile; K = 1088 is an odd
 number of 64-column tiles (the in-flight loop's last, unpaired tile); B goes by TMA (N a multiple of 8) on the
@@ -26,16 +26,27 @@ VARIANTS = [{"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": c
            {"BM": 192, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 2, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 0, "RASTER": 1, "PERSIST": 1, "CONSUMERS": 3}]
 
 
+# e4m3 (sp24_wgmma_sp_fp8): the start, clusters, one group in flight, persistent, 256-column instructions; K = 1088 is
+# 8.5 k-tiles of 128 and 4.25 of 256; N = 400 takes the transposition's word path, the held-out N tails its byte path
+FP8_VARIANTS = [{"BM": 256, "BN": 128, "BK": 256, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 1, "RASTER": 8, "PERSIST": 0, "CONSUMERS": 2},
+                {"BM": 256, "BN": 128, "BK": 128, "STAGES": 5, "LAG": 1, "CLUSTER": 2, "INFLIGHT": 0, "BTMA": 1, "RASTER": 1, "PERSIST": 0, "CONSUMERS": 2},
+                {"BM": 256, "BN": 128, "BK": 128, "STAGES": 5, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 1, "BTMA": 1, "RASTER": 1, "PERSIST": 0, "CONSUMERS": 2},
+                {"BM": 128, "BN": 128, "BK": 256, "STAGES": 4, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 1, "RASTER": 4, "PERSIST": 1, "CONSUMERS": 2},
+                {"BM": 128, "BN": 256, "BK": 128, "STAGES": 4, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 1, "RASTER": 1, "PERSIST": 0, "CONSUMERS": 2}]
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype", ["fp16", "bf16"])
-def test_cluster_and_in_flight_variants_are_correct_and_clean(dtype):
+@pytest.mark.parametrize(("dtype", "kernel_name", "variants"), [("fp16", "sp24_wgmma_sp", VARIANTS),
+                                                                ("bf16", "sp24_wgmma_sp", VARIANTS),
+                                                                ("fp8_e4m3", "sp24_wgmma_sp_fp8", FP8_VARIANTS)])
+def test_cluster_and_in_flight_variants_are_correct_and_clean(dtype, kernel_name, variants):
     from sparseditto.tools.device import detect
 
     arch = (detect().gpu or {}).get("arch", "sm_90a")
     spec = parse_spec({"operation": "spmm", "pattern": {"kind": "n_m"}, "M": 528, "K": 1088, "N": 400, "dtype": dtype,
                        "arch": "sm_90a", "epilogue": {"bias": True, "activation": "relu", "alpha": True}})
-    kernel = get_kernel("sp24_wgmma_sp")
-    candidates = [kernel.instantiate(p) for p in VARIANTS]
+    kernel = get_kernel(kernel_name)
+    candidates = [kernel.instantiate(p) for p in variants]
     verifier = GpuVerifier(arch=arch, trials=3, timeout_s=120, runs=5, sanitize=True, profile=False)
     for i, candidate in enumerate(candidates):
         report = verifier.verify(candidate, spec, ahead=candidates[1:] if i == 0 else ())

@@ -89,10 +89,10 @@ def test_the_accumulators_and_a_register_written_after_the_wait_are_no_race():
 
 
 def _hopper_2to4_listing(params, dtype="fp16", patch=None):
-    """The machine code of sp24_wgmma_sp (its source changed by `patch` first, when given)."""
+    """The machine code of sp24_wgmma_sp, or of its e4m3 sequence (its source changed by `patch` first, when given)."""
     from sparseditto.tools.sass import disassemble
 
-    candidate = get_kernel("sp24_wgmma_sp").instantiate(params)
+    candidate = get_kernel("sp24_wgmma_sp_fp8" if dtype == "fp8_e4m3" else "sp24_wgmma_sp").instantiate(params)
     source = candidate.source if patch is None else patch(candidate.source)
     result = compile_source(source, "sm_90a", candidate.defines(dtype_info(dtype).code))
     assert result.ok, result.log[-2000:]
@@ -124,6 +124,19 @@ def test_three_consumer_warpgroups_take_the_producers_registers_without_spilling
     assert "STL" not in listing and "LDL" not in listing
     products = [line for line in listing.splitlines() if "HGMMA.SP.64x128x32" in line]
     assert len(products) == 4 and ["gsb0" in line for line in products] == [False, False, False, True]
+    assert wgmma_register_hazards(listing) == []
+
+
+@pytest.mark.skipif(find_disassembler() is None, reason="nvdisasm not installed")
+@pytest.mark.parametrize("bk", [128, 256])
+def test_the_e4m3_kernel_issues_each_k_tiles_sparse_products_back_to_back(bk):
+    """8-bit sparse wgmma (QGMMA.SP m64n128k64): per k-tile two slabs of BK / 64 steps in one group (one wait, after
+    the last), nothing in local memory, no metadata word rewritten while its group is in flight."""
+    listing = _hopper_2to4_listing({"BM": 256, "BN": 128, "BK": bk, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0,
+                                    "BTMA": 1, "RASTER": 8, "PERSIST": 0, "CONSUMERS": 2}, "fp8_e4m3")
+    products = [line for line in listing.splitlines() if "QGMMA.SP.64x128x64.F32.E4M3.E4M3" in line]
+    assert len(products) == 2 * bk // 64 and ["gsb0" in line for line in products] == [False] * (len(products) - 1) + [True]
+    assert "STL" not in listing and "LDL" not in listing
     assert wgmma_register_hazards(listing) == []
 
 

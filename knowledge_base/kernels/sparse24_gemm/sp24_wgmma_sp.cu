@@ -22,8 +22,8 @@ summary: >
   past K (and B past K and N), cp.async zero-fills B past K and N,
   and zero metadata words (only ever zero-fill: a stored word has no zero code) become a valid code. The
   epilogue applies alpha, the row bias (has_bias) and ReLU/GELU (act) in fp32 and stores 16-bit C straight from
-  the accumulators. fp8 is not offered: 8-bit wgmma needs B K-major in shared memory, and B is N-major. With
-  INFLIGHT = 0 each tile's group retires before the next tile's metadata words are loaded; with INFLIGHT = 1 one group
+  the accumulators. e4m3 compiles the same code under the header sp24_wgmma_sp_fp8 (B transposed first, read
+  K-major: B_KMAJOR). With INFLIGHT = 0 each tile's group retires before the next tile's metadata words are loaded; with INFLIGHT = 1 one group
   stays in flight while the next is issued, its words in a second array (see the consumer loop). H200, 4096^3 fp16
   (evals/results/issue15_h200.md): 156 us, 880 dense-equivalent TFLOP/s at 256 x 128 x 128, 3 stages, B by TMA;
   241 us with B by cp.async (256 x 128 x 64, 6 stages); CLUSTER 2 and INFLIGHT 1 no faster.
@@ -137,10 +137,17 @@ accumulate: fp32
 #else
 #define MMA_N BN
 #endif
-#define PARTS (BN / MMA_N)                    // instructions per slab and 32 columns of K, side by side in N
+#define PARTS (BN / MMA_N)                    // instructions per slab and step of K, side by side in N
 #define ACC (MMA_N / 2)                       // accumulators per instruction and thread
-#define B_STAGE_BYTES (BK * BN * 2)
-#define A_STAGE_BYTES (BM * BK)               // BM rows of BK/2 16-bit values
+// e4m3 (SD_DTYPE 3, the sp24_wgmma_sp_fp8 header): 8-bit wgmma reads B only K-major, so B comes transposed (Bt, N x
+// K, made by sp24w_transpose_b in the same sequence) and by TMA alone; an instruction covers 64 columns of K
+#define B_KMAJOR (SD_DTYPE == 3)
+#define K_STEP (64 / SP24_VB)                 // logical columns of K per instruction: 32 (16-bit), 64 (e4m3)
+#define STEPS (BK / K_STEP)                   // instructions per slab and part in a k-tile
+#define META_LANES (K_STEP / 16)              // lanes of a quad that supply metadata words: 2 (16-bit), 4 (e4m3)
+#define B_STAGE_BYTES (BK * BN * SP24_VB)
+#define A_STAGE_BYTES (BM * BK / 2 * SP24_VB)  // BM rows of BK/2 compressed values
+#define A_BOXES (A_STAGE_BYTES / (64 * BM))   // 64-byte-wide A boxes per stage, 32 bytes (one step) twice each
 #define E_STAGE_BYTES (BM * BK / 8)
 #define STAGE_BYTES ((B_STAGE_BYTES + A_STAGE_BYTES + E_STAGE_BYTES + 1023) / 1024 * 1024)
 #define CP_ASYNC_ARRIVALS 129                 // 128 producer threads' landed B copies, plus the TMA thread's expect_tx
@@ -234,10 +241,19 @@ __device__ __forceinline__ unsigned long long sp24w_desc(unsigned addr, unsigned
          | ((unsigned long long)(stride >> 4) << 32) | ((unsigned long long)mode << 62);
 }
 
+#if B_KMAJOR
+#define SP24W_K "k64"
+#define SP24W_TYPES "e4m3.e4m3"
+#define SP24W_TRANSPOSE ""                    // 8-bit operands take no transpose flags: both K-major
+#else
+#define SP24W_K "k32"
+#define SP24W_TYPES SP24_T16 "." SP24_T16
+#define SP24W_TRANSPOSE ", 0, 1"              // A K-major, B transposed (N-major)
+#endif
 // Per instruction width: the accumulator registers, then the operand numbers of the A and B descriptors and the
 // metadata word, then of the scale-d flag.
 #if MMA_N == 64
-#define SP24W_SHAPE "m64n64k32"
+#define SP24W_SHAPE "m64n64" SP24W_K
 #define SP24W_ACC_REGS "{" \
     "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25," \
     "%26,%27,%28,%29,%30,%31}"
@@ -245,7 +261,7 @@ __device__ __forceinline__ unsigned long long sp24w_desc(unsigned addr, unsigned
 #define SP24W_SCALE_D "%35"
 #define SP24W_ACC_OPERANDS(d) SP24W_F32(d, 0)
 #elif MMA_N == 128
-#define SP24W_SHAPE "m64n128k32"
+#define SP24W_SHAPE "m64n128" SP24W_K
 #define SP24W_ACC_REGS "{" \
     "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25," \
     "%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48," \
@@ -254,7 +270,7 @@ __device__ __forceinline__ unsigned long long sp24w_desc(unsigned addr, unsigned
 #define SP24W_SCALE_D "%67"
 #define SP24W_ACC_OPERANDS(d) SP24W_F32(d, 0), SP24W_F32(d, 32)
 #elif BN == 256
-#define SP24W_SHAPE "m64n256k32"
+#define SP24W_SHAPE "m64n256" SP24W_K
 #define SP24W_ACC_REGS "{" \
     "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25," \
     "%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48," \
@@ -270,13 +286,14 @@ __device__ __forceinline__ unsigned long long sp24w_desc(unsigned addr, unsigned
                        "+f"(d[(i) + 4]), "+f"(d[(i) + 5]), "+f"(d[(i) + 6]), "+f"(d[(i) + 7])
 #define SP24W_F32(d, i) SP24W_F8(d, i), SP24W_F8(d, (i) + 8), SP24W_F8(d, (i) + 16), SP24W_F8(d, (i) + 24)
 
-// d = A B (+ d when `accumulate`) for one slab and 32 logical columns: A (64 x 16 compressed) and B (32 x BN) by
-// descriptor, metadata e from lanes 0 and 1 of each quad (selector 0); A K-major, B N-major (transposed).
+// d = A B (+ d when `accumulate`) for one slab and one step of K_STEP logical columns: A (64 x K_STEP/2 compressed)
+// and B (K_STEP x MMA_N) by descriptor, metadata e from the first META_LANES lanes of each quad (selector 0); A
+// K-major, B N-major (16-bit) or K-major (e4m3).
 __device__ __forceinline__ void sp24w_mma(float (&d)[ACC], unsigned long long a_desc, unsigned long long b_desc, unsigned e,
                                           bool accumulate) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, " SP24W_SCALE_D ", 0;\n"
-                 "wgmma.mma_async.sp.sync.aligned." SP24W_SHAPE ".f32." SP24_T16 "." SP24_T16 " "
-                 SP24W_ACC_REGS ", " SP24W_OPS ", 0, p, 1, 1, 0, 1;\n}"
+                 "wgmma.mma_async.sp.sync.aligned." SP24W_SHAPE ".f32." SP24W_TYPES " "
+                 SP24W_ACC_REGS ", " SP24W_OPS ", 0, p, 1, 1" SP24W_TRANSPOSE ";\n}"
                  : SP24W_ACC_OPERANDS(d)
                  : "l"(a_desc), "l"(b_desc), "r"(e), "r"((unsigned)accumulate));
 }
@@ -289,33 +306,37 @@ __device__ __forceinline__ void sp24w_pin(float (&d)[SLABS * PARTS][ACC]) {
         for (int i = 0; i < ACC; ++i) asm volatile("" : "+f"(d[l][i]) :: "memory");
 }
 
-// The tile's metadata words this thread supplies, e[l][k] for slab l and step k (selector 0: lanes 0 and 1 of each
-// quad, the stored word (16-row block, 2k + lane % 2, lane / 4)).
-__device__ __forceinline__ void sp24w_load_meta(unsigned (&e)[SLABS][BK / 32], const unsigned char* stage, int c, int w,
+// The tile's metadata words this thread supplies, e[l][k] for slab l and step k (selector 0: the first META_LANES
+// lanes of each quad, the stored word (16-row block, META_LANES k + lane % META_LANES, lane / 4)).
+__device__ __forceinline__ void sp24w_load_meta(unsigned (&e)[SLABS][STEPS], const unsigned char* stage, int c, int w,
                                                 int lane) {
     const unsigned* meta = reinterpret_cast<const unsigned*>(stage + B_STAGE_BYTES + A_STAGE_BYTES);
 #pragma unroll
     for (int l = 0; l < SLABS; ++l)
 #pragma unroll
-        for (int k = 0; k < BK / 32; ++k) {
-            const unsigned word = meta[(4 * (c * SLABS + l) + w) * (BK / 2) + (2 * k + (lane & 1)) * 8 + lane / 4];
+        for (int k = 0; k < STEPS; ++k) {
+            const unsigned word = meta[(4 * (c * SLABS + l) + w) * (BK / 2) + (META_LANES * k + (lane & (META_LANES - 1))) * 8 + lane / 4];
             e[l][k] = word ? word : 0x44444444u;  // zero only where TMA filled past M or K: positions 0 and 1
         }
 }
 
 // One tile's products of consumer warpgroup c as one committed wgmma group (`first`: the first tile, which
 // overwrites the accumulators).
-__device__ __forceinline__ void sp24w_issue(float (&acc)[SLABS * PARTS][ACC], const unsigned (&e)[SLABS][BK / 32],
+__device__ __forceinline__ void sp24w_issue(float (&acc)[SLABS * PARTS][ACC], const unsigned (&e)[SLABS][STEPS],
                                             const unsigned char* stage, int c, bool first) {
     const unsigned a_base = sp24w_smem(stage + B_STAGE_BYTES), b_base = sp24w_smem(stage);
     sp24w_pin(acc);
     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
-    for (int k = 0; k < BK / 32; ++k) {
-        unsigned long long b_desc[PARTS];  // part p: columns p MMA_N .., from B's 64-column block p MMA_N / 64
+    for (int k = 0; k < STEPS; ++k) {
+        unsigned long long b_desc[PARTS];  // part p: columns p MMA_N ..
 #pragma unroll
         for (int p = 0; p < PARTS; ++p)
+#if B_KMAJOR  // rows p MMA_N .. of the step's 128-byte atom (k / 2), from byte 64 (k % 2) of each
+            b_desc[p] = sp24w_desc(b_base + (k / 2) * (BN * 128) + p * MMA_N * 128 + 64 * (k % 2), 16, 1024, 1);
+#else  // from B's 64-column block p MMA_N / 64
             b_desc[p] = sp24w_desc(b_base + p * (MMA_N / 64) * (BK * 128) + 4096 * k, BK * 128, 1024, 1);
+#endif
 #pragma unroll
         for (int l = 0; l < SLABS; ++l) {
             const unsigned a_addr = a_base + (k / 2) * (BM * 64) + (c * SLABS + l) * 64 * 64 + 32 * (k % 2);
@@ -392,7 +413,11 @@ sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_cons
 #endif
     const int tiles = (K + BK - 1) / BK;  // k-tiles per tile of C
     const int rank = sp24w_rank();  // this block's share of the A and metadata boxes
+#if B_KMAJOR
+    const bool b_tma = true;  // Bt's rows are K bytes, a multiple of 64: always a valid tensor map
+#else
     const bool b_tma = BTMA && N % 8 == 0;  // B by TMA (tmap_B is B itself only then)
+#endif
 
     if (tid == 0) {
         for (int s = 0; s < STAGES; ++s) {
@@ -429,15 +454,21 @@ sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_cons
                                  :: "r"(full), "r"(A_STAGE_BYTES + E_STAGE_BYTES + (b_tma ? B_STAGE_BYTES : 0)) : "memory");
                     const int row = rank * A_SHARE_ROWS;
 #pragma unroll
-                    for (int j = 0; j < BK / 64; ++j)
-                        sp24w_tma_2d(sp24w_smem(stage + B_STAGE_BYTES + j * BM * 64 + row * 64), &tmap_A, kt * BK / 2 + 32 * j,
-                                     m0 + row, full);
+                    for (int j = 0; j < A_BOXES; ++j)
+                        sp24w_tma_2d(sp24w_smem(stage + B_STAGE_BYTES + j * BM * 64 + row * 64), &tmap_A,
+                                     kt * BK / 2 + j * (64 / SP24_VB), m0 + row, full);
                     sp24w_tma_2d(sp24w_smem(stage + B_STAGE_BYTES + A_STAGE_BYTES + row * BK / 8), &tmap_E, kt * BK / 2,
                                  (m0 + row) / 16, full);
-                    if (b_tma) {  // this block's columns: 64-column boxes, zero past K and N, into the swizzled blocks
+                    if (b_tma) {  // this block's columns, zero past K and N, into the swizzled blocks
+#if B_KMAJOR  // Bt's rows n0 .. n0+BN-1 in boxes of 128 columns of K (one 128-byte swizzle row each)
+#pragma unroll
+                        for (int j = 0; j < BK / 128; ++j)
+                            sp24w_tma_2d_local(sp24w_smem(stage + j * (BN * 128)), &tmap_B, kt * BK + 128 * j, n0, full);
+#else  // boxes of 64 columns of B
 #pragma unroll
                         for (int j = 0; j < BN / 64; ++j)
                             sp24w_tma_2d_local(sp24w_smem(stage + j * (BK * 128)), &tmap_B, n0 + 64 * j, kt * BK, full);
+#endif
                         continue;
                     }
                 }
@@ -479,7 +510,7 @@ sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_cons
             const int s = it % STAGES;
             sp24w_wait(bars + 8 * s, (it / STAGES) & 1);
             const unsigned char* stage = smem + s * STAGE_BYTES;
-            unsigned e[SLABS][BK / 32];
+            unsigned e[SLABS][STEPS];
             sp24w_load_meta(e, stage, c, w, lane);
             sp24w_issue(acc, e, stage, c, kt == 0);
             // The metadata words are wgmma input registers: none may be written while a group that reads them is in
@@ -497,7 +528,7 @@ sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_cons
         // t-1 read. Even k-tiles read e0, odd ones e1 (the loop is unrolled by two), so the words of the group in
         // flight are never written: distinct PTX registers, and ptxas keeps them apart (tests/tools/test_sass.py
         // checks the machine code).
-        unsigned e0[SLABS][BK / 32], e1[SLABS][BK / 32];
+        unsigned e0[SLABS][STEPS], e1[SLABS][STEPS];
         sp24w_wait(bars, 0);  // tiles >= 1: K is at least K_ALIGN
         sp24w_load_meta(e0, smem, c, w, lane);
         for (int kt = 0; kt < tiles; kt += 2) {
@@ -552,3 +583,34 @@ sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_cons
     sp24w_cluster_wait();
 #endif
 }
+
+#if B_KMAJOR
+// Bt = B^T for the e4m3 sequence: B (K x N bytes, row-major) into Bt (N x K), so that 8-bit wgmma reads B K-major.
+// A block moves a 64 x 64 tile through shared memory: it reads rows of B (4-byte words where N allows) and writes
+// rows of Bt as 4-byte words, four rows of B each. K is a multiple of 64 (the family's alignment): only N has a tail.
+extern "C" __global__ void __launch_bounds__(256)
+sp24w_transpose_b(const unsigned char* __restrict__ B, unsigned char* __restrict__ Bt, int N, int K)
+{
+    __shared__ unsigned char tile[64][68];  // [k][n], rows padded by a word against bank conflicts
+    const int n0 = blockIdx.x * 64, k0 = blockIdx.y * 64, tid = threadIdx.x;
+    if (N % 4 == 0) {
+        for (int i = tid; i < 64 * 16; i += 256) {
+            const int k = i / 16, n = 4 * (i % 16);
+            const unsigned v = n0 + n < N ? *reinterpret_cast<const unsigned*>(B + (long long)(k0 + k) * N + n0 + n) : 0u;
+            *reinterpret_cast<unsigned*>(&tile[k][n]) = v;
+        }
+    } else {
+        for (int i = tid; i < 64 * 64; i += 256) {
+            const int k = i / 64, n = i % 64;
+            tile[k][n] = n0 + n < N ? B[(long long)(k0 + k) * N + n0 + n] : (unsigned char)0;
+        }
+    }
+    __syncthreads();
+    for (int i = tid; i < 64 * 16; i += 256) {
+        const int n = i / 16, k = 4 * (i % 16);
+        if (n0 + n < N)
+            *reinterpret_cast<unsigned*>(Bt + (long long)(n0 + n) * K + k0 + k) =
+                tile[k][n] | (unsigned)tile[k + 1][n] << 8 | (unsigned)tile[k + 2][n] << 16 | (unsigned)tile[k + 3][n] << 24;
+    }
+}
+#endif

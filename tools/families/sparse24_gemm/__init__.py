@@ -40,6 +40,9 @@ WGMMA_MIN_MN = 256  # smaller M or N leave most SMs without a 128 x 256 tile: mm
 # INFLIGHT 1 with B by cp.async slower or no faster); tile rows in bands of 8 (RASTER 8) 1180 -> 1080 us at 8192^3 fp16
 # and 1165 -> 1045 us in bf16, 160 -> 157 us at 4096^3; PERSIST 1 within 2% of it either way (session 10)
 WGMMA_START = {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 1, "RASTER": 8, "PERSIST": 0, "CONSUMERS": 2}
+# e4m3 (sp24_wgmma_sp_fp8, not yet measured): the same bytes per stage as WGMMA_START, 256 logical columns of K being
+# 128 bytes of each A row and of each Bt row
+WGMMA_FP8_START = {**WGMMA_START, "BK": 256}
 ACTIVATIONS = {"none": 0, "relu": 1, "gelu_tanh": 2}
 # largest ||C - ref|| / ||ref|| by output type, for GELU epilogues (judged norm-wise): one rounding to C's type
 # dominates fp32 sums of K/2 exact products
@@ -209,8 +212,8 @@ class Sparse24Gemm(ProblemFamily):
     def strategies(self, spec: Sparse24GemmSpec, features: Mapping[str, float]) -> list[StrategyStart]:
         """Skinny N (decode): stream A once through per-warp cp.async rings (sp24_stream), the register-streaming
         kernel behind it. Otherwise the tiled sparse tensor-core GEMM; on Hopper, with M and N of at least
-        WGMMA_MIN_MN, the warpgroup kernel first (wgmma.sp: the warp-level mma.sp reaches a fraction of its rate) and
-        mma.sp as the fallback should it be rejected."""
+        WGMMA_MIN_MN, the warpgroup kernel first (wgmma.sp: the warp-level mma.sp reaches a fraction of its rate; its
+        e4m3 sequence for fp8) and mma.sp as the fallback should it be rejected."""
         N = spec.N
         n_tiles = next(t for t in (1, 2, 4, 8) if 8 * t >= min(N, SKINNY_N))
         stream = StrategyStart(
@@ -231,11 +234,19 @@ class Sparse24Gemm(ProblemFamily):
         if N <= SKINNY_N:
             return [stream, skinny, tiled]
         if spec.arch in HOPPER and min(features["M"], features["N"]) >= WGMMA_MIN_MN:
-            wgmma = StrategyStart(
-                "sp24_wgmma_sp", WGMMA_START,
-                "256 x 128 tiles on wgmma.mma_async.sp: two consumer warpgroups of 128 x 128 fed by one TMA "
-                "thread (A, its metadata and B) through 3 stages of 128 columns of K; compute-bound at "
-                f"{features['flops_per_byte']:.0f} flop/byte, so the Hopper sparse tensor-core rate is what counts")
+            if spec.dtype == "fp8_e4m3":
+                wgmma = StrategyStart(
+                    "sp24_wgmma_sp_fp8", WGMMA_FP8_START,
+                    "e4m3 on wgmma.mma_async.sp: B transposed into a workspace first (8-bit wgmma reads B K-major "
+                    "only; K x N bytes more each call, as the dense fp8 baseline does), then 256 x 128 tiles by two "
+                    "consumer warpgroups through 3 stages of 256 columns of K, twice the 16-bit rate for the same bytes "
+                    f"per stage; compute-bound at {features['flops_per_byte']:.0f} flop/byte")
+            else:
+                wgmma = StrategyStart(
+                    "sp24_wgmma_sp", WGMMA_START,
+                    "256 x 128 tiles on wgmma.mma_async.sp: two consumer warpgroups of 128 x 128 fed by one TMA "
+                    "thread (A, its metadata and B) through 3 stages of 128 columns of K; compute-bound at "
+                    f"{features['flops_per_byte']:.0f} flop/byte, so the Hopper sparse tensor-core rate is what counts")
             return [wgmma, tiled]
         return [tiled]
 

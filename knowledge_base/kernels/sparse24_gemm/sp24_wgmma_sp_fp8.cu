@@ -1,0 +1,65 @@
+/*---
+name: sp24_wgmma_sp_fp8
+family: sparse24_gemm
+body_from: sp24_wgmma_sp
+operation: spmm
+format: "2:4"
+dtypes: [fp8_e4m3]
+archs: [sm_90a]
+strategy: tensor_core_wgmma
+summary: >
+  Hopper 2:4 sparse GEMM in e4m3 (fp16 out) on wgmma.mma_async.sp m64nBNk64, the code of sp24_wgmma_sp compiled
+  for 8-bit operands. 8-bit wgmma reads both operands K-major from shared memory, and B is N-major (K x N,
+  row-major), so the sequence first transposes B into the workspace Bt (N x K; a 64 x 64 tile per block through
+  shared memory, K x N bytes read and written once per call, as the dense fp8 baseline transposes B inside every call
+  too), then runs the warp-specialised kernel with B always by TMA: boxes of 128 columns of K x BN rows of Bt, one
+  128-byte swizzle row each (K-major descriptor, 64 bytes per step). An instruction covers 64 logical columns of K:
+  32 bytes of each compressed A row, as in 16-bit, so A's boxes, swizzle and descriptors are the same bytes; all four
+  lanes of each quad supply metadata words (the m16n8k64 mma.sp figure). Pipeline, clusters, raster order,
+  persistence and epilogue as in sp24_wgmma_sp. Checked on the CPU only (indexing emulated against the PTX
+  definitions, tests/families/test_sparse24_wgmma.py; compiled and its machine code checked); not yet run on a GPU.
+preparation: epilogue_operands
+parameters:
+  BM: [128, 256]
+  BN: [64, 128, 256]
+  BK: [128, 256]  # whole 128-byte rows of Bt per box
+  STAGES: [2, 3, 4, 5, 6]
+  LAG: [1]  # paces cp.async copies of B, which this sequence never makes
+  CLUSTER: [1, 2]
+  INFLIGHT: [0, 1]
+  BTMA: [1]  # Bt always goes by TMA
+  RASTER: [1, 4, 8, 16]
+  PERSIST: [0, 1]
+  CONSUMERS: [2]
+constraints:  # over the parameters and the problem symbols; a choice breaking one is never tried
+  - "value_bytes == 1"
+  - "LAG + INFLIGHT < STAGES"
+  - "BM % (64 * CONSUMERS) == 0"
+  # accumulators and metadata words per consumer thread (both arrays with INFLIGHT 1): as sp24_wgmma_sp, with BK / 64
+  # steps per k-tile
+  - "BM // (64 * CONSUMERS) * (BN // 2 + (1 + INFLIGHT) * BK // 64) <= 136"
+  - "BM // (64 * CONSUMERS) * BN <= 256"
+  - "BM % (64 * CLUSTER) == 0"
+  - "CLUSTER == 1 or N > BN"
+  - "PERSIST == 0 or (CLUSTER == 1 and INFLIGHT == 0)"
+  - "STAGES * 1024 * ceil_div(BK * BN * value_bytes + BM * BK // 2 * value_bytes + BM * BK // 8, 1024) + 16 * STAGES + 1024 <= 232448"
+workspace:
+  Bt: {dtype: value, size: "N * K"}
+kernels:
+  - entry: sp24w_transpose_b
+    grid: ["ceil_div(N, 64)", "K // 64", "1"]
+    block: ["256", "1", "1"]
+    args: [B, Bt, N, K]
+  - entry: sp24_wgmma_sp
+    grid: ["PERSIST * min(ceil_div(N, BN) * ceil_div(M, BM), num_sms) + (1 - PERSIST) * ceil_div(ceil_div(N, BN), CLUSTER) * CLUSTER",
+           "PERSIST + (1 - PERSIST) * ceil_div(M, BM)", "1"]
+    block: ["128 * (CONSUMERS + 1)", "1", "1"]
+    cluster: ["CLUSTER", "1", "1"]
+    shared_bytes: "STAGES * 1024 * ceil_div(BK * BN * value_bytes + BM * BK // 2 * value_bytes + BM * BK // 8, 1024) + 16 * STAGES + 1024"
+    args: [tmap_A, tmap_E, tmap_B, B, bias, C, M, N, K, has_bias, act, alpha]
+tensor_maps:
+  tmap_A: {array: A_values, box: ["64", "BM // CLUSTER"], swizzle: "64B", l2_promotion: "128B"}
+  tmap_E: {array: A_meta, box: ["BK // 2", "BM // 16 // CLUSTER"], dims: ["K // 2", "M // 16"], strides: ["2 * K"]}
+  tmap_B: {array: Bt, box: ["128", "BN"], swizzle: "128B", dims: ["K", "N"], strides: ["K"], l2_promotion: "128B"}
+accumulate: fp32
+---*/
