@@ -1,6 +1,7 @@
 """The SpMV cost model against measured candidates (evals/cost_model_check.py): each candidate's predicted and
-measured time, their ratio, per matrix whether the model's fastest is the measured fastest, and the offline
-planner's first candidate (fresh store) against the fastest measured.
+measured time, their ratio, per matrix whether the model's fastest is the measured fastest, the offline
+planner's first candidate (fresh store) against the fastest measured, and the same pick left one matrix out
+(calibrated on the others' measurements, with the fitted efficiencies and with all of them at 1).
 `python3 bench/cost_model_check.py [--cost-module FILE]`: FILE is another version of
 tools/families/csr_spmv/cost.py to check instead, e.g. the model before session 10:
 `git show cdf8572^:tools/families/csr_spmv/cost.py > /tmp/old_cost.py`."""
@@ -13,7 +14,8 @@ import math
 import tempfile
 from pathlib import Path
 
-from sparseditto.evals.cost_model_check import first_candidates, priced_candidates
+from sparseditto.evals.cost_model_check import (cross_validated_picks, first_candidates, neutral_priced_candidates,
+                                                priced_candidates)
 from sparseditto.tools.families.csr_spmv.cost import predicted_us
 
 
@@ -50,6 +52,15 @@ def main() -> None:
         params = ",".join(f"{k}={v}" for k, v in start.items() if k in ("GROUP", "MAX_DIAGS", "ITEMS"))
         print(f"{name:20s} {kernel:22s} {params:14s} "
               + (f"{us:7.1f} us, {us / best:.2f}x the fastest measured ({best:.1f})" if us else "not measured"))
+    for neutral, prices in ((False, priced), (True, neutral_priced_candidates(folder))):
+        rows = cross_validated_picks(prices)
+        within = sum(us <= 1.15 * best for _, _, us, best in rows)
+        print(f"\nleft one matrix out, calibrated on the others' measurements ("
+              + ("every efficiency at 1" if neutral else "the fitted efficiencies") + f"): within 15% on {within} of "
+              f"{len(rows)}, geometric mean {math.exp(sum(math.log(us / best) for *_, us, best in rows) / len(rows)):.2f}x")
+        for name, pick, us, best in rows:
+            print(f"  {name:20s} {pick['kernel']:22s} GROUP={pick['params'].get('GROUP', '-')!s:3s} {us:7.1f} us, "
+                  f"{us / best:.2f}x the fastest measured ({best:.1f})")
 
 
 if __name__ == "__main__":

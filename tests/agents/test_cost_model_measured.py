@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparseditto.evals.cost_model_check import priced_candidates
+from sparseditto.evals.cost_model_check import cross_validated_picks, priced_candidates
 
 
 @pytest.fixture(scope="module")
@@ -26,3 +26,16 @@ def test_the_models_fastest_measured_candidate_is_within_15_percent_of_the_measu
         chosen = min(mine, key=lambda cp: cp[1])[0]
         best = min(c["us"] for c, _ in mine)
         assert chosen["us"] <= 1.15 * best, (matrix, chosen["kernel"], chosen["params"], chosen["us"], best)
+
+
+def test_a_matrix_left_out_is_picked_for_without_its_own_measurements(priced):
+    """Its candidates' times changed a hundredfold or reversed, the pick on it stays; another matrix's do move the
+    calibration."""
+    picks = {m: (pick["kernel"], pick["params"]) for m, pick, _, _ in cross_validated_picks(priced)}
+    for matrix in ("road_perm_8m", "stencil3d_7pt_10m"):
+        mine = sorted(c["us"] for c, _ in priced if c["matrix"] == matrix)
+        reversed_times = {u: t for u, t in zip(mine, reversed(mine))}
+        changed = [({**c, "us": reversed_times[c["us"]] * 100} if c["matrix"] == matrix else c, p) for c, p in priced]
+        moved = {m: (pick["kernel"], pick["params"]) for m, pick, _, _ in cross_validated_picks(changed)}
+        assert moved[matrix] == picks[matrix]
+        assert moved != picks  # the others' calibration saw the change
