@@ -2,7 +2,9 @@
 on a suite matrix the SpMV trial problem, its fresh values, reference, element terms and bounds, and each
 preparation made first and again on a second seed's instance (the structure cache's hit).
 
-`python3 bench/host_prep_seconds.py [--sp24 16384] [--matrix stencil2d_5pt_20m] [--before COMMIT]`
+`python3 bench/host_prep_seconds.py [--sp24 16384] [--sp24-reference] [--matrix stencil2d_5pt_20m] [--before COMMIT]`
+--sp24-reference: the 2:4 problem's reference, conditions (the family's, and the generic ones it replaced) and
+bounds, their host part (the float64 products, which run on the device, stubbed).
 --before: the value draws, the rounding to storage and the preparations as they were at COMMIT (read with
 `git show`), to time the same steps before a change."""
 
@@ -62,7 +64,7 @@ def use_code_at(commit: str) -> None:
         spmv.preparations[name] = getattr(old, function)
 
 
-def sparse24(n: int) -> None:
+def sparse24(n: int, reference: bool) -> None:
     import yaml
 
     from sparseditto.spec import parse_spec
@@ -73,6 +75,21 @@ def sparse24(n: int) -> None:
     family = get_family(spec.family)
     problem = timed(f"2:4 {n}^3 fp16: make the problem", lambda: family.make_problem(spec, 1))
     timed(f"2:4 {n}^3 fp16: fresh values", lambda: family.with_fresh_values(problem, np.random.default_rng(2)))
+    if not reference:
+        return
+    from unittest import mock
+
+    from sparseditto.tools.families import sparse24_gemm
+    from sparseditto.tools.families.base import ProblemFamily
+
+    # the float64 products run on the device (cuBLAS DGEMM): stubbed here, so that the host's part alone is timed
+    with mock.patch.object(sparse24_gemm, "float64_product", lambda A, B: np.zeros((A.shape[0], B.shape[1]))):
+        refs = timed(f"2:4 {n}^3 fp16: reference, host part", lambda: family.reference(problem))
+        for _ in range(3):  # alternated: the page faults of fresh 0.5-2 GB arrays make single runs noisy
+            timed(f"2:4 {n}^3 fp16: conditions, host part", lambda: family.conditions(problem))
+            timed(f"2:4 {n}^3 fp16: conditions, generic (before)", lambda: ProblemFamily.conditions(family, problem))
+        terms = timed(f"2:4 {n}^3 fp16: element terms", lambda: family.element_terms(problem))
+        timed(f"2:4 {n}^3 fp16: bounds, host part", lambda: family.error_bounds(problem, refs, None, terms))
 
 
 def spmv(matrix: str) -> None:
@@ -101,13 +118,15 @@ def spmv(matrix: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sp24", type=int, default=16384, help="M = K = N of the 2:4 problem (0: skip)")
+    parser.add_argument("--sp24-reference", action="store_true",
+                        help="time the 2:4 reference, conditions and bounds too (the products stubbed: the device's)")
     parser.add_argument("--matrix", default="stencil2d_5pt_20m", help="a suite matrix for the SpMV steps ('': skip)")
     parser.add_argument("--before", help="time the code of this commit instead")
     args = parser.parse_args()
     if args.before:
         use_code_at(args.before)
     if args.sp24:
-        sparse24(args.sp24)
+        sparse24(args.sp24, args.sp24_reference)
     if args.matrix:
         spmv(args.matrix)
 

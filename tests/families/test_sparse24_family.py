@@ -227,3 +227,19 @@ def test_small_float64_products_stay_on_the_host_and_match_numpy():
     A, B = rng.standard_normal((64, 96)), rng.standard_normal((96, 32))
     assert 64 * 96 * 32 < GPU_REFERENCE_MIN_MACS
     np.testing.assert_array_equal(float64_product(A, B), A @ B)
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "bf16", "fp8_e4m3"])
+@pytest.mark.parametrize("activation", ["none", "relu"])
+def test_conditions_from_the_operands_are_the_reference_on_the_inputs_magnitudes(dtype, activation):
+    """The family's conditions (|A| |B| from the float64 operands) equal the generic ones (the reference of a problem
+    whose inputs are replaced by their magnitudes and rounded to storage), NaN and infinity among A's values too."""
+    from sparseditto.tools.families.base import ProblemFamily
+
+    s = spec(M=48, K=128, N=24, dtype=dtype, epilogue={"bias": True, "alpha": True, "activation": activation})
+    p = FAMILY.make_problem(s, 3)
+    values = p.inputs["A_values"].reshape(-1)
+    values[:2] = to_storage(np.array([np.nan, -np.inf if dtype != "fp8_e4m3" else -448.0]), dtype)
+    mine, generic = FAMILY.conditions(p)["C"], ProblemFamily.conditions(FAMILY, p)["C"]
+    np.testing.assert_array_equal(mine, generic)
+    assert np.isnan(mine).any() and (np.nan_to_num(mine, nan=0.0, posinf=0.0) >= 0).all()

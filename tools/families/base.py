@@ -182,6 +182,11 @@ class ProblemFamily(ABC):
             return None
         return self.reference(problem.mapped(lambda name, old, d: np.ones_like(old)))
 
+    def conditions(self, problem: Problem) -> dict[str, np.ndarray]:
+        """Each output element's condition, sum |a||b| over its terms: a multilinear family's reference on the
+        inputs' magnitudes."""
+        return self.reference(problem.mapped(lambda name, old, d: np.abs(old)))
+
     def error_bounds(self, problem: Problem, refs: Mapping[str, np.ndarray], tolerance: float | None = None,
                      terms: Mapping[str, np.ndarray] | None = None) -> dict[str, ElementBounds] | None:
         """Each output element's allowed error (tools/values.py element_bound), for a multilinear family: its
@@ -190,7 +195,7 @@ class ProblemFamily(ABC):
         tolerance)."""
         if not self.multilinear:
             return None
-        conditions = self.reference(problem.mapped(lambda name, old, d: np.abs(old)))
+        conditions = self.conditions(problem)
         terms = terms if terms is not None else self.element_terms(problem)
         return {name: element_bound(refs[name], conditions[name], terms[name], out.accumulate, out.dtype, tolerance)
                 for name, out in problem.outputs.items()}
