@@ -55,9 +55,10 @@ def main() -> None:
     for neutral, prices in ((False, priced), (True, neutral_priced_candidates(folder))):
         rows = cross_validated_picks(prices)
         within = sum(us <= 1.15 * best for _, _, us, best in rows)
-        print(f"\nleft one matrix out, calibrated on the others' measurements ("
-              + ("every efficiency at 1" if neutral else "the fitted efficiencies") + f"): within 15% on {within} of "
-              f"{len(rows)}, geometric mean {math.exp(sum(math.log(us / best) for *_, us, best in rows) / len(rows)):.2f}x")
+        prices_with = "every efficiency at 1" if neutral else "the fitted efficiencies"
+        geomean = math.exp(sum(math.log(us / best) for *_, us, best in rows) / len(rows))
+        print(f"\nleft one matrix out, calibrated on the others' measurements ({prices_with}): within 15% on {within} "
+              f"of {len(rows)}, geometric mean {geomean:.2f}x")
         for name, pick, us, best in rows:
             print(f"  {name:20s} {pick['kernel']:22s} GROUP={pick['params'].get('GROUP', '-')!s:3s} {us:7.1f} us, "
                   f"{us / best:.2f}x the fastest measured ({best:.1f})")
