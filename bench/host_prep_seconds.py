@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import resource
 import subprocess
 import sys
 import tempfile
@@ -25,9 +26,11 @@ PREPARATION_PARAMS = {"MAX_DIAGS": 16, "C": 32, "SIGMA": 4096, "BLOCK": 256, "IT
 
 
 def timed(label: str, work):
+    """`work`'s result; prints its seconds and the process's peak resident memory so far."""
     start = time.perf_counter()
     result = work()
-    print(f"{label:44s} {time.perf_counter() - start:7.2f} s", flush=True)
+    peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    print(f"{label:44s} {time.perf_counter() - start:7.2f} s  (peak {peak_gb:5.2f} GB)", flush=True)
     return result
 
 

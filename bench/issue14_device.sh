@@ -16,6 +16,8 @@
 # sp24: the sparse24 suite's specs named by ONLY (comma-separated ids) through `sparseditto eval run --only`, budget
 #   BUDGET (default 2), cut off at EVAL_SECONDS.
 # final: the 2:4 family's 4096^3 and decode specs through the pipeline (budget 2), then `spmv` on five matrices.
+# fp8: the e4m3 Hopper sequence's GPU tests (its variants under the sanitizer, the reference-kernel test), then its
+#   variants beside every baseline (dense fp8 cuBLASLt, cuSPARSELt) at 8192^3 (bench/explore_kernels.py).
 set -u
 what=$1; out=$2
 # set up once per machine: several modes may run in one call
@@ -54,6 +56,13 @@ case $what in
     [ -n "${FILES:-}" ] || { echo "gpu mode needs FILES (test files or folders)"; exit 2; }
     timeout ${TESTS_SECONDS:-540} python3 -m pytest -v -m gpu -p no:cacheprovider --durations=15 $FILES -k "${TESTS:-}" 2>&1 \
       | tee "$out/gpu_tests_h200.txt" | grep -E "PASSED|FAILED|ERROR|passed|failed" | tail -n 60
+    ;;
+  fp8)
+    timeout ${TESTS_SECONDS:-240} python3 -m pytest -v -m gpu -p no:cacheprovider tests/families/test_sparse24_wgmma_gpu.py \
+      tests/tools/test_reference_kernels_gpu.py -k "e4m3 and wgmma" 2>&1 | tee "$out/gpu_tests_fp8_h200.txt" \
+      | grep -E "PASSED|FAILED|ERROR|passed|failed" | tail -n 10
+    SP24_TILED=0 timeout ${EXPLORE_SECONDS:-240} python3 bench/explore_kernels.py "$out/fp8" examples/sparse24_fp8_8192.yaml 2>&1 \
+      | tee "$out/explore_fp8.txt" | tail -n 8
     ;;
   ncu24)  # Nsight Compute's full set on the first launch of the Hopper 2:4 kernel (128 x 256 x 64, 4 stages) at 4096^3
     SP24_TILED=0 SP24_WGMMA=1 timeout ${NCU_SECONDS:-240} ncu --target-processes all -k regex:sp24_wgmma_sp -c 1 --set full \

@@ -50,6 +50,10 @@ from sparseditto.tools.values import numerics
 
 LAUNCHED_AT_ENV = "SPARSEDITTO_LAUNCHED_AT"  # time.monotonic() when the parent started this process (gpu_stages._run)
 VALUE_SETS = 3  # value sets the timed runs cycle through, changed in place (fewer when memory is short)
+# host memory of one prefetched instance, in float64 copies of its outputs: what its references and bounds keep, and
+# what they need on top while they are made (a 2:4 problem at 8192^3 kept about 2 and peaked at 4.7;
+# bench/host_prep_seconds.py --sp24-reference)
+KEPT_COPIES, PEAK_COPIES = 2.5, 5.0
 SANITIZE_MAIN_MAX_BYTES = 2 << 30  # the main instance goes under the sanitizer up to this size
 
 
@@ -310,6 +314,26 @@ def trial_list(job: RunJob) -> list[TrialInstance]:
     return [TrialInstance(seed, shape, held_out, i >= 2) for i, (seed, shape, held_out) in enumerate(trials)]
 
 
+def available_host_bytes() -> int:
+    """The host memory the kernel reports available (free and reclaimable), or the free pages where it does not."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def prefetch_workers(tasks: int, output_bytes: int, available: int) -> int:
+    """Threads for `tasks` instances whose float64 outputs take `output_bytes` each (the main shape's: held-out
+    shapes are smaller): one per core, fewer where every instance's kept arrays and the threads' peaks would not fit
+    in `available` bytes (at 16384^3 an instance's output is 2 GB: sixteen at once would need about 160 GB)."""
+    room = available - tasks * KEPT_COPIES * output_bytes
+    by_memory = int(room // ((PEAK_COPIES - KEPT_COPIES) * output_bytes)) if output_bytes else tasks
+    return max(1, min(tasks, os.cpu_count() or 1, by_memory))
+
+
 def prefetch_host_work(job: RunJob, family: ProblemFamily) -> None:
     """The host work of a verification, made before the first launch and in threads (NumPy releases the interpreter
     lock in its array work): every trial's problem with its references and bounds, and the timing problem with its
@@ -326,9 +350,11 @@ def prefetch_host_work(job: RunJob, family: ProblemFamily) -> None:
         _bounds(family, job.spec, fresh, references(family, fresh), _terms(family, problem))
 
     tasks = [functools.partial(trial, t) for t in trial_list(job)]
-    _terms(family, _timing_problem(job, family))  # before the value sets, which derive from them
+    main = _timing_problem(job, family)
+    _terms(family, main)  # before the value sets, which derive from them
     tasks += [functools.partial(timing_set, k) for k in range(VALUE_SETS)]
-    with ThreadPoolExecutor(max_workers=min(len(tasks), os.cpu_count() or 1)) as pool:
+    output_bytes = sum(8 * int(np.prod(out.shape)) for out in main.outputs.values())
+    with ThreadPoolExecutor(max_workers=prefetch_workers(len(tasks), output_bytes, available_host_bytes())) as pool:
         for done in [pool.submit(task) for task in tasks]:
             done.result()
 

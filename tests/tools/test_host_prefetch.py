@@ -76,3 +76,17 @@ def test_the_stages_find_the_prefetched_work_and_make_nothing_again(fresh_cache,
     monkeypatch.setattr(type(family), "reference", lambda *a, **k: calls.append("reference"))
     prefetched(j, family)
     assert calls == []
+
+
+def test_prefetch_threads_are_bounded_by_the_cores_and_by_host_memory(monkeypatch):
+    """Small outputs: one thread per core (at most one per task). 2 GB float64 outputs (a 16384^2 product): as many as
+    the memory left after every instance's kept arrays holds, at least one."""
+    monkeypatch.setattr(runner.os, "cpu_count", lambda: 16)
+    gb = 1 << 30
+    assert runner.prefetch_workers(8, 8 * 4096, 100 * gb) == 8
+    assert runner.prefetch_workers(40, 8 * 4096, 100 * gb) == 16
+    # 8 instances keep 8 x 2.5 x 2 GB = 40 GB; each thread needs 2.5 x 2 GB more at its peak
+    assert runner.prefetch_workers(8, 2 * gb, 120 * gb) == 8
+    assert runner.prefetch_workers(8, 2 * gb, 70 * gb) == 6
+    assert runner.prefetch_workers(8, 2 * gb, 30 * gb) == 1
+    assert runner.available_host_bytes() > 0

@@ -177,7 +177,8 @@ class ProblemFamily(ABC):
 
     def element_terms(self, problem: Problem) -> dict[str, np.ndarray] | None:
         """Each output element's number of terms (the reference on all-ones inputs) for a multilinear family, else
-        None. It depends on the structure only, so instances that differ only in values share it."""
+        None: an array of the output's shape, or one that broadcasts to it. It depends on the structure only, so
+        instances that differ only in values share it."""
         if not self.multilinear:
             return None
         return self.reference(problem.mapped(lambda name, old, d: np.ones_like(old)))
