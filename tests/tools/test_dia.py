@@ -12,7 +12,7 @@ from sparseditto.tools.dtypes import dtype as dtype_info
 from sparseditto.tools.dtypes import to_storage
 from sparseditto.tools.families import get_family
 from sparseditto.tools.families.base import Output, Problem
-from sparseditto.tools.families.csr_spmv.diagonal import diagonals
+from sparseditto.tools.families.csr_spmv.diagonal import diagonals, mask_bits
 
 from compile_checks import verify_compile_only
 
@@ -65,7 +65,8 @@ def reconstruct(problem: Problem, arrays, symbols) -> sp.csr_matrix:
     rows, cols, vals = [], [], []
     for k in range(n):
         d = int(arrays["dia_offsets"][k])
-        mask = (arrays["dia_mask"].view(np.uint32)[(k // 32) * M:(k // 32 + 1) * M] >> np.uint32(k % 32)) & 1
+        bits = 8 * arrays["dia_mask"].itemsize
+        mask = (arrays["dia_mask"][(k // bits) * M:(k // bits + 1) * M] >> (k % bits)) & 1
         r = np.flatnonzero(mask)
         assert ((r + d >= 0) & (r + d < K)).all()
         rows.append(r), cols.append(r + d)
@@ -85,16 +86,20 @@ def emulate(problem: Problem, arrays, symbols, params) -> np.ndarray:
     logical = dtype_info(problem.dtype).logical
     x = problem.inputs["x"].view(logical).astype(np.float32)
     nd = min(symbols["n_diags"], params["MAX_DIAGS"])
-    mask = arrays["dia_mask"].view(np.uint32)
+    mask = arrays["dia_mask"]
+    bits = mask_bits(params["MAX_DIAGS"])  # the kernel's word, by MAX_DIAGS alone
+    assert mask.itemsize * 8 == bits
     vals = arrays["dia_vals"].view(logical).astype(np.float32)
     acc = np.zeros(M, np.float32)
     r = np.arange(M)
     for k in range(nd):
-        present = ((mask[(k // 32) * M + r] >> np.uint32(k % 32)) & 1).astype(bool)
+        present = ((mask[(k // bits) * M + r].astype(np.uint32) >> np.uint32(k % bits)) & 1).astype(bool)
         col = r + int(arrays["dia_offsets"][k])
         present &= (col >= 0) & (col < K)
         i = r[present]
         acc[i] += vals[k * M + i] * x[col[present]]  # only present entries: never 0 * x
+    if symbols["rest_nnz"] == 0:  # the kernel reads no row pointer then
+        return acc
     rp, ci = arrays["rowptr_rest"], arrays["colind_rest"]
     vr = arrays["values_rest"].view(logical).astype(np.float32)
     for row in range(M):
@@ -129,13 +134,14 @@ def test_dia_plus_remainder_reconstructs_the_csr_exactly(case, dtype):
     expected = sp.csr_matrix((problem.inputs["values"].view(dtype_info(dtype).logical).astype(np.float64),
                               problem.inputs["colind"], problem.inputs["rowptr"]), shape=mat.shape)
     got = reconstruct(problem, arrays, symbols)
-    n_dia = sum(bin(int(w)).count("1") for w in arrays["dia_mask"].view(np.uint32))
+    n_dia = sum(bin(int(w)).count("1") for w in arrays["dia_mask"])
     assert n_dia + symbols["rest_nnz"] == mat.nnz
     assert got.nnz == expected.nnz
     assert (got != expected).nnz == 0  # entry for entry, bit-exact after widening
     assert arrays["dia_vals"].dtype == problem.inputs["values"].dtype == arrays["values_rest"].dtype
-    for name in ("dia_offsets", "dia_mask", "rowptr_rest", "colind_rest"):
+    for name in ("dia_offsets", "rowptr_rest", "colind_rest"):
         assert arrays[name].dtype == np.int32, name
+    assert arrays["dia_mask"].dtype == {8: np.uint8, 16: np.uint16, 32: np.uint32}[mask_bits(max_diags)]
     assert all(len(a) >= 1 for a in arrays.values())
 
 
