@@ -30,9 +30,14 @@ def problem(dtype, M, K, N, seed=0):
 
 # ---- the instruction, as the PTX ISA defines it (sparse mma, ordered metadata, sparsity selector 0) ----------
 
-def nibble(e, row, group):
-    """The 4-bit code of `group` (of the step) in row `row` of the 16-row tile, from the lanes' metadata words:
-    groups 4j .. 4j+3 come from lane 4 * (row % 8) + j, row r + 8 from the upper 16 bits."""
+def nibble(e, row, group, groups):
+    """The 4-bit code of `group` (of the step's `groups`) in row `row` of the 16-row tile, from the lanes' metadata
+    words. 16-bit steps (8 groups): groups 4j .. 4j+3 come from lane 4 * (row % 8) + j, row r + 8 from the upper 16
+    bits. 8-bit m16n8k64 (16 groups; CuTe's ELayout for it): lane 4 * (row % 8) + 2 * (group // 8) + row // 8 holds
+    groups 8 (group // 8) .. +7 of that one row."""
+    if groups == 16:
+        word = int(e[4 * (row % 8) + 2 * (group // 8) + row // 8])
+        return (word >> (4 * (group % 8))) & 0xF
     word = int(e[4 * (row % 8) + group // 4])
     return (word >> (16 * (row // 8) + 4 * (group % 4))) & 0xF
 
@@ -43,7 +48,7 @@ def sparse_mma(compressed, e, b_dense):
     a = np.zeros((16, 4 * groups))
     for r in range(16):
         for v in range(groups):
-            code = nibble(e, r, v)
+            code = nibble(e, r, v, groups)
             first, second = code & 3, code >> 2
             assert first < second, f"row {r}, group {v}: code {code:#x} is not an ordered pair"
             a[r, 4 * v + first], a[r, 4 * v + second] = compressed[r, 2 * v], compressed[r, 2 * v + 1]
@@ -197,7 +202,11 @@ def tile_product(tile, s, wm, wn, path, rows_left):
         for mt in range(tile.mt):
             rows = [tile.a_offset(wm * tile.wtm + mt * 16 + (l & 7) + 8 * ((l >> 3) & 1), l >> 4) for l in lanes]
             a = ldmatrix_x4(s, rows)
-            e = [meta[(wm * tile.wtm // 16 + mt) * tile.meta_row + (l & 3) * 8 + (l >> 2)] for l in lanes]
+            words = [[int(meta[(wm * tile.wtm // 16 + mt) * tile.meta_row + (2 * ((l & 3) >> 1) + i) * 8 + (l >> 2)])
+                      for i in (0, 1)] for l in lanes]
+            # the kernel's byte permute: row g + 8 (odd t) takes the upper halves
+            e = [(lo >> 16) | (hi & 0xFFFF0000) if l & 1 else (lo & 0xFFFF) | ((hi & 0xFFFF) << 16)
+                 for l, (lo, hi) in zip(lanes, words)]
             for nt in range(tile.nt):
                 b = []
                 for l in lanes:

@@ -104,7 +104,7 @@ class Kernel:
         self.mma_n = 128 if self.consumers == 3 and self.BN == 256 else self.BN  # MMA_N: one instruction's columns
         self.parts, self.acc = self.BN // self.mma_n, self.mma_n // 2
         self.k_step = 64 // value_bytes  # K_STEP
-        self.steps, self.meta_lanes = self.BK // self.k_step, self.k_step // 16
+        self.steps = self.BK // self.k_step
         self.b_bytes = self.BK * self.BN * value_bytes
         self.a_bytes = self.BM * self.BK // 2 * value_bytes
         self.a_boxes = self.a_bytes // (64 * self.BM)
@@ -195,10 +195,19 @@ def fill_stage(kern, smems, s, p, kt, m0, n0s):
     return kern.a_bytes + kern.e_bytes, credited
 
 
-def meta_word_index(kern, c, l, w, k, lane, pair_swap=False):
-    """The consumer's metadata word (index into the stage's words) for lane `lane` of warp w, slab l, step k."""
-    j = (lane & (kern.meta_lanes - 1)) ^ int(pair_swap)
-    return (4 * (c * kern.slabs + l) + w) * (kern.BK // 2) + (kern.meta_lanes * k + j) * 8 + lane // 4
+def meta_word(kern, smem, stage, c, l, w, k, lane, pair_swap=False):
+    """sp24w_load_meta: the metadata register of lane `lane` of warp w for slab l, step k, from the stage's stored
+    words (16-bit: one word as it is; e4m3: one row's halves of two words, side by side). `pair_swap` swaps the lanes
+    of each pair (the wrong word, or the wrong row's halves)."""
+    block = stage + kern.b_bytes + kern.a_bytes + 4 * (4 * (c * kern.slabs + l) + w) * (kern.BK // 2)
+    if not kern.kmajor:
+        j = (lane & 1) ^ int(pair_swap)
+        return int(smem.read32(block + 4 * ((2 * k + j) * 8 + lane // 4)))
+    t = lane & 3
+    low, high = (int(smem.read32(block + 4 * ((4 * k + 2 * (t >> 1) + i) * 8 + lane // 4))) for i in (0, 1))
+    if (t & 1) ^ int(pair_swap):  # row g + 8: the upper halves
+        return (low >> 16) | (high & 0xFFFF0000)
+    return (low & 0xFFFF) | ((high & 0xFFFF) << 16)
 
 
 def consumer_descriptors(kern, stage, c, l, k, p, a_mode=2):
@@ -239,9 +248,11 @@ def read_mn_major(smem, d, k_rows, cols):
 
 def wgmma_sp(d_acc, a_desc, b_desc, e, smem, n, value, accumulate, elem=2):
     """wgmma.mma_async.sp m64nNk32 (16-bit: A K-major, B MN-major) or m64nNk64 (e4m3: both K-major), A and B from
-    shared memory, selector 0. `e[w][lane]` is the metadata register of lane `lane` of warp w (the mma.sp m16n8k32
-    and m16n8k64 figures: lane 4g + t holds groups 4t .. 4t+3 of rows g and g + 8); `d_acc[w][lane]` its N/2
-    accumulators (d[4j+2h+x] holds row 16w + lane/4 + 8h, column 8j + 2(lane%4) + x)."""
+    shared memory, selector 0. `e[w][lane]` is the metadata register of lane `lane` of warp w: 16-bit (the mma.sp
+    m16n8k32 figure), lane 4g + t (t = 0, 1) holds groups 4t .. 4t+3 of row g in its low half and of row g + 8 in
+    its high half; e4m3 (CuTe's ELayout_64x64 for 8-bit sparse GMMA), lane 4g + t holds groups 8 (t // 2) ..
+    8 (t // 2) + 7 of row g + 8 (t % 2). `d_acc[w][lane]` its N/2 accumulators (d[4j+2h+x] holds row
+    16w + lane/4 + 8h, column 8j + 2(lane%4) + x)."""
     k = 64 // elem  # logical columns of K per instruction
     comp = value(read_k_major(smem, a_desc, 64, 32, elem))  # 64 x k/2 compressed, 32 bytes a row
     b = value(read_mn_major(smem, b_desc, k, n)) if elem == 2 else value(read_k_major(smem, b_desc, n, k, 1)).T
@@ -249,8 +260,11 @@ def wgmma_sp(d_acc, a_desc, b_desc, e, smem, n, value, accumulate, elem=2):
     for w in range(4):
         for r in range(16):
             g, h = r % 8, r // 8
-            for v in range(k // 4):  # group v of the k logical columns: lane 4g + v // 4, nibble v % 4 of half h
-                code = (int(e[w][4 * g + v // 4]) >> (16 * h + 4 * (v % 4))) & 0xF
+            for v in range(k // 4):  # group v of the step's k logical columns
+                if elem == 2:  # lane 4g + v // 4, nibble v % 4 of half h
+                    code = (int(e[w][4 * g + v // 4]) >> (16 * h + 4 * (v % 4))) & 0xF
+                else:  # lane 4g + 2 (v // 8) + h, nibble v % 8
+                    code = (int(e[w][4 * g + 2 * (v // 8) + h]) >> (4 * (v % 8))) & 0xF
                 first, second = code & 3, code >> 2
                 assert first < second, f"warp {w} row {r} group {v}: code {code:#x} is not valid metadata"
                 a[16 * w + r, 4 * v + first] = comp[16 * w + r, 2 * v]
@@ -363,9 +377,7 @@ def consume(kern, smem, acc, stage, kt, value, pair_swap, a_mode):
     for c in range(kern.consumers):
         for l in range(kern.slabs):
             for k in range(kern.steps):
-                e = [[int(smem.read32(stage + kern.b_bytes + kern.a_bytes
-                                      + 4 * meta_word_index(kern, c, l, w, k, lane, pair_swap)))
-                      for lane in range(32)] for w in range(4)]
+                e = [[meta_word(kern, smem, stage, c, l, w, k, lane, pair_swap) for lane in range(32)] for w in range(4)]
                 e = [[word or VALID_WORD for word in warp] for warp in e]
                 for p in range(kern.parts):
                     a_d, b_d = consumer_descriptors(kern, stage, c, l, k, p, a_mode)
@@ -478,6 +490,24 @@ def test_a_wrong_metadata_lane_pair_changes_the_product():
     p, A, B = problem("fp8_e4m3", 128, 128, 64, seed=8)  # four lanes of a quad: 0 <-> 1 and 2 <-> 3
     params = {"BM": 128, "BN": 64, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "BTMA": 1, "RASTER": 1, "PERSIST": 0}
     assert not np.allclose(emulate(p, params, "fp8_e4m3", pair_swap=True), A @ B)
+
+
+def test_e4m3_needs_each_lanes_row_assembled_not_the_stored_word_as_it_is(monkeypatch):
+    """Handing lane 4g + t the stored word (16-row block, 4k + t, g), 16 columns of two rows as the 16-bit lanes take
+    them, instead of one row's 32 columns gives a wrong e4m3 product (or codes no instruction accepts)."""
+    def as_stored(kern, smem, stage, c, l, w, k, lane, pair_swap=False):
+        block = stage + kern.b_bytes + kern.a_bytes + 4 * (4 * (c * kern.slabs + l) + w) * (kern.BK // 2)
+        return int(smem.read32(block + 4 * ((4 * k + (lane & 3)) * 8 + lane // 4)))
+
+    p, A, B = problem("fp8_e4m3", 128, 128, 64, seed=8)
+    params = {"BM": 128, "BN": 64, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "BTMA": 1, "RASTER": 1, "PERSIST": 0}
+    np.testing.assert_allclose(emulate(p, params, "fp8_e4m3"), A @ B, rtol=1e-12, atol=1e-12)
+    monkeypatch.setitem(globals(), "meta_word", as_stored)
+    try:
+        wrong = emulate(p, params, "fp8_e4m3")
+    except AssertionError:  # a nibble pair that names no two positions
+        return
+    assert not np.allclose(wrong, A @ B)
 
 
 def test_a_wrong_swizzle_in_the_a_descriptor_changes_the_product():

@@ -100,7 +100,8 @@ __device__ __forceinline__ void sp24_ldsm_x4_trans(unsigned (&r)[4], const void*
 
 
 #if SP24_FP8_NATIVE
-// D += A B for one m16n8k64 e4m3 step: A compressed 16 x 32 in a, B 64 x 8 in b, metadata e (all four lanes).
+// D += A B for one m16n8k64 e4m3 step: A compressed 16 x 32 in a, B 64 x 8 in b, metadata e (all four lanes: lane
+// 4g + t one row, g + 8 (t % 2), 32 columns from 32 (t / 2)).
 __device__ __forceinline__ void sp24_mma_k64_e4m3(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[4], unsigned e) {
     asm volatile("mma.sp::ordered_metadata.sync.aligned.m16n8k64.row.col.f32.e4m3.e4m3.f32 "
                  "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9,%10,%11}, {%0,%1,%2,%3}, %12, 0x0;"
@@ -162,7 +163,10 @@ __device__ __forceinline__ void sp24_tile_product(const unsigned char* s, float 
     for (int mt = 0; mt < MT; ++mt) {
         const int r = wm * WTM + mt * 16 + a_row;
         sp24_ldsm_x4(a[mt], atile + sp24_a_offset(r, a_chunk));
-        e[mt] = meta[(wm * WTM / 16 + mt) * META_ROW_WORDS + t * 8 + g];
+        // lane 4g + t: row g + 8 (t % 2), columns 32 (t / 2) .. +31 (the 8-bit metadata layout, CuTe's ELayout of
+        // the m16n8k64 sparse MMA): that row's halves of the stored words 2 (t / 2) and 2 (t / 2) + 1, side by side
+        const unsigned* words = meta + (wm * WTM / 16 + mt) * META_ROW_WORDS + 2 * (t >> 1) * 8 + g;
+        e[mt] = __byte_perm(words[0], words[8], (t & 1) ? 0x7632 : 0x5410);
     }
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {

@@ -113,7 +113,8 @@ accumulate: fp32
 //   each block's stage holds the whole tile, laid out exactly as with CLUSTER = 1.
 // Metadata (PTX ISA, sparse wgmma m64nNk32 f16/bf16): warp w of the warpgroup supplies rows 16w .. 16w+15 with the
 // m16n8k32 mma.sp layout; with selector 0 lane 4g + j (j = 0, 1) gives the word of rows g and g + 8 and logical
-// columns 16j .. 16j+15 of the step, which is the stored word (16-row block, 2s + j, g).
+// columns 16j .. 16j+15 of the step, which is the stored word (16-row block, 2s + j, g). e4m3 (k64): lane 4g + t
+// gives one row, g + 8 (t % 2), and columns 32 (t / 2) .. +31, assembled from two stored words (sp24w_load_meta).
 // Accumulators: d[4j + 2h + e] of thread (warp w, lane 4g + t) is row 16w + g + 8h, column 8j + 2t + e of the
 // instruction's MMA_N columns of the slab.
 // tests/families/test_sparse24_wgmma.py emulates every index here against the PTX definitions.
@@ -144,7 +145,6 @@ accumulate: fp32
 #define B_KMAJOR (SD_DTYPE == 3)
 #define K_STEP (64 / SP24_VB)                 // logical columns of K per instruction: 32 (16-bit), 64 (e4m3)
 #define STEPS (BK / K_STEP)                   // instructions per slab and part in a k-tile
-#define META_LANES (K_STEP / 16)              // lanes of a quad that supply metadata words: 2 (16-bit), 4 (e4m3)
 #define B_STAGE_BYTES (BK * BN * SP24_VB)
 #define A_STAGE_BYTES (BM * BK / 2 * SP24_VB)  // BM rows of BK/2 compressed values
 #define A_BOXES (A_STAGE_BYTES / (64 * BM))   // 64-byte-wide A boxes per stage, 32 bytes (one step) twice each
@@ -287,7 +287,7 @@ __device__ __forceinline__ unsigned long long sp24w_desc(unsigned addr, unsigned
 #define SP24W_F32(d, i) SP24W_F8(d, i), SP24W_F8(d, (i) + 8), SP24W_F8(d, (i) + 16), SP24W_F8(d, (i) + 24)
 
 // d = A B (+ d when `accumulate`) for one slab and one step of K_STEP logical columns: A (64 x K_STEP/2 compressed)
-// and B (K_STEP x MMA_N) by descriptor, metadata e from the first META_LANES lanes of each quad (selector 0); A
+// and B (K_STEP x MMA_N) by descriptor, metadata e as sp24w_load_meta gathers it (selector 0); A
 // K-major, B N-major (16-bit) or K-major (e4m3).
 __device__ __forceinline__ void sp24w_mma(float (&d)[ACC], unsigned long long a_desc, unsigned long long b_desc, unsigned e,
                                           bool accumulate) {
@@ -306,8 +306,11 @@ __device__ __forceinline__ void sp24w_pin(float (&d)[SLABS * PARTS][ACC]) {
         for (int i = 0; i < ACC; ++i) asm volatile("" : "+f"(d[l][i]) :: "memory");
 }
 
-// The tile's metadata words this thread supplies, e[l][k] for slab l and step k (selector 0: the first META_LANES
-// lanes of each quad, the stored word (16-row block, META_LANES k + lane % META_LANES, lane / 4)).
+// The tile's metadata words this thread supplies, e[l][k] for slab l and step k (selector 0). 16-bit: lanes 0 and 1
+// of each quad, the stored word (16-row block, 2k + lane % 2, lane / 4) as it is (16 columns of rows g and g + 8).
+// e4m3: all four lanes, lane 4g + t giving row g + 8 (t % 2) and the step's columns 32 (t / 2) .. +31 (CuTe's
+// ELayout_64x64 for 8-bit sparse GMMA), i.e. that row's halves of the stored words (16-row block, 4k + 2 (t / 2)
+// [+ 1], g) side by side.
 __device__ __forceinline__ void sp24w_load_meta(unsigned (&e)[SLABS][STEPS], const unsigned char* stage, int c, int w,
                                                 int lane) {
     const unsigned* meta = reinterpret_cast<const unsigned*>(stage + B_STAGE_BYTES + A_STAGE_BYTES);
@@ -315,7 +318,15 @@ __device__ __forceinline__ void sp24w_load_meta(unsigned (&e)[SLABS][STEPS], con
     for (int l = 0; l < SLABS; ++l)
 #pragma unroll
         for (int k = 0; k < STEPS; ++k) {
-            const unsigned word = meta[(4 * (c * SLABS + l) + w) * (BK / 2) + (META_LANES * k + (lane & (META_LANES - 1))) * 8 + lane / 4];
+            const unsigned* block = meta + (4 * (c * SLABS + l) + w) * (BK / 2);
+#if B_KMAJOR
+            const int t = lane & 3;
+            const unsigned low = block[(4 * k + 2 * (t >> 1)) * 8 + lane / 4];
+            const unsigned high = block[(4 * k + 2 * (t >> 1) + 1) * 8 + lane / 4];
+            const unsigned word = __byte_perm(low, high, (t & 1) ? 0x7632 : 0x5410);  // row g + 8: the upper halves
+#else
+            const unsigned word = block[(2 * k + (lane & 1)) * 8 + lane / 4];
+#endif
             e[l][k] = word ? word : 0x44444444u;  // zero only where TMA filled past M or K: positions 0 and 1
         }
 }

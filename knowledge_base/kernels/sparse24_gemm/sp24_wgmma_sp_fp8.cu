@@ -15,7 +15,8 @@ summary: >
   too), then runs the warp-specialised kernel with B always by TMA: boxes of 128 columns of K x BN rows of Bt, one
   128-byte swizzle row each (K-major descriptor, 64 bytes per step). An instruction covers 64 logical columns of K:
   32 bytes of each compressed A row, as in 16-bit, so A's boxes, swizzle and descriptors are the same bytes; all four
-  lanes of each quad supply metadata words (the m16n8k64 mma.sp figure). Pipeline, clusters, raster order,
+  lanes of each quad supply metadata, lane 4g + t the 32 columns 32 (t / 2) .. of row g + 8 (t % 2) (CuTe's
+  ELayout_64x64), assembled from two stored words with one byte permute. Pipeline, clusters, raster order,
   persistence and epilogue as in sp24_wgmma_sp. Checked on the CPU only (indexing emulated against the PTX
   definitions, tests/families/test_sparse24_wgmma.py; compiled and its machine code checked); not yet run on a GPU.
 preparation: epilogue_operands

@@ -14,9 +14,10 @@ logical columns) of both. Word (mb, kb, g), at flat index (mb * K/16 + kb) * 8 +
     bits 16 + 4c .. +3     the code of group 4kb + c in row 16mb + g + 8
 
 so the eight words of one (16-row block, 16-column block) pair are the eight groups of lanes' registers of one
-fp16/bf16 m16n8k16 instruction (lane 4g + selector gives word g), and an m16n8k32 (fp16/bf16) or m16n8k64 (fp8)
-instruction takes two or four consecutive kb with the same g, one per lane of a lane pair or quad. M must be a
-multiple of 16 and K of 64, which the family's shapes guarantee.
+fp16/bf16 m16n8k16 instruction (lane 4g + selector gives word g), and an m16n8k32 (fp16/bf16) instruction takes two
+consecutive kb with the same g, one per lane of a lane pair. 8-bit sparse wgmma (m64nNk64) wants one row's 32
+columns per lane instead: its kernel joins one row's halves of two such words (sp24_wgmma_sp.cu, sp24w_load_meta).
+M must be a multiple of 16 and K of 64, which the family's shapes guarantee.
 """
 
 from __future__ import annotations
