@@ -140,6 +140,19 @@ def test_the_e4m3_kernel_issues_each_k_tiles_sparse_products_back_to_back(bk):
     assert wgmma_register_hazards(listing) == []
 
 
+def test_three_consumers_cannot_issue_one_256_column_instruction_in_the_launchs_128_registers():
+    """Why CONSUMERS = 3 splits a 256-column slab into two m64n128 instructions (MMA_N): with one m64n256 instruction
+    ptxas refuses the kernel, since it fits every instruction into the 128 registers a thread has at launch, before
+    setmaxnreg (error C7602, 155 needed)."""
+    params = {"BM": 192, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 1, "RASTER": 8,
+              "PERSIST": 0, "CONSUMERS": 3}
+    candidate = get_kernel("sp24_wgmma_sp").instantiate(params)
+    source = candidate.source.replace("#if CONSUMERS == 3 && BN == 256\n#define MMA_N 128", "#if 0\n#define MMA_N 128")
+    assert source != candidate.source
+    result = compile_source(source, "sm_90a", candidate.defines(dtype_info("fp16").code))
+    assert not result.ok and "C7602" in result.log and "155" in result.log, result.log[-1000:]
+
+
 INFLIGHT_PARAMS = [{"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 1, "INFLIGHT": 1, "BTMA": 0, "RASTER": 1, "PERSIST": 0, "CONSUMERS": 2},
                    {"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": 2, "INFLIGHT": 1, "BTMA": 0, "RASTER": 1, "PERSIST": 0, "CONSUMERS": 2},
                    {"BM": 128, "BN": 256, "BK": 64, "STAGES": 4, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 1, "BTMA": 0, "RASTER": 1, "PERSIST": 0, "CONSUMERS": 2}]
