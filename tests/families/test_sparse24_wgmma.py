@@ -24,6 +24,8 @@ from sparseditto.tools.expr import evaluate
 from sparseditto.tools.families.sparse24_gemm.compression import decompress
 from sparseditto.tools.verifier import CompileOnlyVerifier
 
+from test_sparse24_wgmma_gpu import FP8_VARIANTS  # the e4m3 variants its GPU test runs (the planner's start first)
+
 FAMILY = get_family("sparse24_gemm")
 SMEM_BASE = 3 * 1024  # where the rounded-up dynamic shared memory starts: any multiple of 1024
 VALID_WORD = 0x44444444  # the kernel's stand-in for zero-filled metadata: positions 0 and 1 in every group
@@ -846,10 +848,8 @@ def test_kernel_passes_the_compile_only_verifier(dtype, params):
     assert resources.registers <= 168, resources  # 384 threads on one SM's 64K registers
 
 
-@pytest.mark.parametrize("params", [WGMMA_FP8_START,
-    {"BM": 256, "BN": 128, "BK": 128, "STAGES": 5, "LAG": 1, "CLUSTER": 2, "INFLIGHT": 1, "BTMA": 1, "RASTER": 1, "PERSIST": 0, "CONSUMERS": 2},
-    {"BM": 128, "BN": 256, "BK": 128, "STAGES": 4, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 1, "RASTER": 4, "PERSIST": 1, "CONSUMERS": 2}],
-    ids=["start", "cluster-inflight", "wide-persistent"])
+@pytest.mark.parametrize("params", FP8_VARIANTS, ids=[f"{p['BM']}x{p['BN']}x{p['BK']}-cluster{p['CLUSTER']}-inflight"
+                                                     f"{p['INFLIGHT']}-persist{p['PERSIST']}" for p in FP8_VARIANTS])
 def test_the_e4m3_sequence_passes_the_compile_only_verifier(params):
     spec = parse_spec({"operation": "spmm", "pattern": {"kind": "n_m"}, "M": 4096, "K": 4096, "N": 4096, "dtype": "fp8_e4m3",
                        "arch": "sm_90a", "epilogue": {"bias": True, "activation": "relu", "alpha": True}})

@@ -13,6 +13,7 @@ import pytest
 
 from sparseditto.knowledge_base.library import get_kernel
 from sparseditto.spec import parse_spec
+from sparseditto.tools.families.sparse24_gemm import WGMMA_FP8_START
 from sparseditto.tools.verifier import GpuVerifier
 
 VARIANTS = [{"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": cluster, "INFLIGHT": inflight,
@@ -28,7 +29,7 @@ VARIANTS = [{"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": c
 
 # e4m3 (sp24_wgmma_sp_fp8): the start, clusters, one group in flight, persistent, 256-column instructions; K = 1088 is
 # 8.5 k-tiles of 128 and 4.25 of 256; N = 400 takes the transposition's word path, the held-out N tails its byte path
-FP8_VARIANTS = [{"BM": 256, "BN": 128, "BK": 256, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 1, "RASTER": 8, "PERSIST": 0, "CONSUMERS": 2},
+FP8_VARIANTS = [WGMMA_FP8_START,
                 {"BM": 256, "BN": 128, "BK": 128, "STAGES": 5, "LAG": 1, "CLUSTER": 2, "INFLIGHT": 0, "BTMA": 1, "RASTER": 1, "PERSIST": 0, "CONSUMERS": 2},
                 {"BM": 256, "BN": 128, "BK": 128, "STAGES": 5, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 1, "BTMA": 1, "RASTER": 1, "PERSIST": 0, "CONSUMERS": 2},
                 {"BM": 128, "BN": 128, "BK": 256, "STAGES": 4, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 1, "RASTER": 4, "PERSIST": 1, "CONSUMERS": 2},
