@@ -246,3 +246,14 @@ def test_conditions_from_the_operands_are_the_reference_on_the_inputs_magnitudes
     mine, generic = FAMILY.conditions(p)["C"], ProblemFamily.conditions(FAMILY, p)["C"]
     np.testing.assert_array_equal(mine, generic)
     assert np.isnan(mine).any() and (np.nan_to_num(mine, nan=0.0, posinf=0.0) >= 0).all()
+
+
+def test_gelu_in_two_arrays_rounds_as_the_expression_written_out():
+    import math
+
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.standard_normal(20000) * 10 ** rng.uniform(-30, 3, 20000),
+                        [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e200, -1e200]])
+    with np.errstate(over="ignore", invalid="ignore"):
+        written_out = 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+    assert np.array_equal(gelu_tanh(x).view(np.uint64), written_out.view(np.uint64))
