@@ -14,8 +14,8 @@ import math
 import tempfile
 from pathlib import Path
 
-from sparseditto.evals.cost_model_check import (cross_validated_picks, first_candidates, neutral_priced_candidates,
-                                                priced_candidates)
+from sparseditto.evals.cost_model_check import (cross_validated_picks, first_candidates, measured_features,
+                                                neutral_price, priced_candidates)
 from sparseditto.tools.families.csr_spmv.cost import predicted_us
 
 
@@ -30,7 +30,8 @@ def main() -> None:
         spec.loader.exec_module(module)
         price = module.predicted_us
     folder = Path(tempfile.mkdtemp(prefix="cost_check_"))
-    priced = priced_candidates(folder, price=price)
+    features = measured_features(folder)
+    priced = priced_candidates(features, price=price)
     print(f"{'matrix':20s} {'kernel':22s} {'params':24s} {'predicted':>9s} {'measured':>9s} {'ratio':>6s}")
     for c, p in priced:
         params = ",".join(f"{k}={v}" for k, v in c["params"].items() if k in ("GROUP", "MAX_DIAGS", "ITEMS"))
@@ -52,7 +53,7 @@ def main() -> None:
         params = ",".join(f"{k}={v}" for k, v in start.items() if k in ("GROUP", "MAX_DIAGS", "ITEMS"))
         print(f"{name:20s} {kernel:22s} {params:14s} "
               + (f"{us:7.1f} us, {us / best:.2f}x the fastest measured ({best:.1f})" if us else "not measured"))
-    for neutral, prices in ((False, priced), (True, neutral_priced_candidates(folder))):
+    for neutral, prices in ((False, priced), (True, priced_candidates(features, price=neutral_price))):
         rows = cross_validated_picks(prices)
         within = sum(us <= 1.15 * best for _, _, us, best in rows)
         prices_with = "every efficiency at 1" if neutral else "the fitted efficiencies"

@@ -3,10 +3,10 @@ on a suite matrix the SpMV trial problem, its fresh values, reference, element t
 preparation made first and again on a second seed's instance (the structure cache's hit).
 
 `python3 bench/host_prep_seconds.py [--sp24 16384] [--sp24-reference] [--matrix stencil2d_5pt_20m] [--before COMMIT]`
---sp24-reference: the 2:4 problem's reference, conditions (the family's, and the generic ones it replaced) and
-bounds, their host part (the float64 products, which run on the device, stubbed).
---before: the value draws, the rounding to storage and the preparations as they were at COMMIT (read with
-`git show`), to time the same steps before a change."""
+--sp24-reference: the 2:4 problem (with relu, bias and alpha) and its reference, bounds and conditions (the family's,
+and the generic ones it replaced), their host part (the float64 products, which run on the device, stubbed).
+--before: the 2:4 pattern draw, the value draws, the rounding to storage and the preparations as they were at
+COMMIT (read with `git show`), to time the same steps before a change."""
 
 from __future__ import annotations
 
@@ -48,11 +48,14 @@ def module_at(commit: str, path: str, name: str):
 
 
 def use_code_at(commit: str) -> None:
-    """The draws, the rounding and the CSR preparations of `commit` in every module that calls them."""
+    """The 2:4 pattern draw, the value draws, the rounding and the CSR preparations of `commit` in every module that
+    calls them."""
     from sparseditto.tools.families import base, csr_common, get_family
     from sparseditto.tools.families import sparse24_gemm
     from sparseditto.tools.families.sparse24_gemm import compression
 
+    pattern = module_at(commit, "tools/families/sparse24_gemm/pattern.py", "pattern_before")
+    sparse24_gemm.random_positions = pattern.random_positions
     values = module_at(commit, "tools/values.py", "values_before")
     dtypes = module_at(commit, "tools/dtypes.py", "dtypes_before")
     for module in (base, csr_common, sparse24_gemm, compression):
@@ -68,31 +71,38 @@ def use_code_at(commit: str) -> None:
 
 
 def sparse24(n: int, reference: bool) -> None:
+    """With `reference`, one problem's reference and bounds come right after its making, so that the peak printed
+    with the bounds is one problem's (with relu, bias and alpha); the other steps follow."""
+    from unittest import mock
+
     import yaml
 
     from sparseditto.spec import parse_spec
-    from sparseditto.tools.families import get_family
-
-    data = yaml.safe_load((ROOT / "examples" / "sparse24_fp16_8192.yaml").read_text()) | {"M": n, "K": n, "N": n}
-    spec = parse_spec(data)
-    family = get_family(spec.family)
-    problem = timed(f"2:4 {n}^3 fp16: make the problem", lambda: family.make_problem(spec, 1))
-    timed(f"2:4 {n}^3 fp16: fresh values", lambda: family.with_fresh_values(problem, np.random.default_rng(2)))
-    if not reference:
-        return
-    from unittest import mock
-
-    from sparseditto.tools.families import sparse24_gemm
+    from sparseditto.tools.families import get_family, sparse24_gemm
     from sparseditto.tools.families.base import ProblemFamily
 
+    data = yaml.safe_load((ROOT / "examples" / "sparse24_fp16_8192.yaml").read_text()) | {"M": n, "K": n, "N": n}
+    if reference:
+        data["epilogue"] = {"alpha": True, "bias": True, "activation": "relu"}
+    spec = parse_spec(data)
+    family = get_family(spec.family)
+    timed(f"2:4 {n}^3 fp16: positions", lambda: sparse24_gemm.random_positions(np.random.default_rng(1), n, n))
+    problem = timed(f"2:4 {n}^3 fp16: make the problem", lambda: family.make_problem(spec, 1))
     # the float64 products run on the device (cuBLAS DGEMM): stubbed here, so that the host's part alone is timed
-    with mock.patch.object(sparse24_gemm, "float64_product", lambda A, B: np.zeros((A.shape[0], B.shape[1]))):
-        refs = timed(f"2:4 {n}^3 fp16: reference, host part", lambda: family.reference(problem))
-        for _ in range(3):  # alternated: the page faults of fresh 0.5-2 GB arrays make single runs noisy
-            timed(f"2:4 {n}^3 fp16: conditions, host part", lambda: family.conditions(problem))
-            timed(f"2:4 {n}^3 fp16: conditions, generic (before)", lambda: ProblemFamily.conditions(family, problem))
-        terms = timed(f"2:4 {n}^3 fp16: element terms", lambda: family.element_terms(problem))
-        timed(f"2:4 {n}^3 fp16: bounds, host part", lambda: family.error_bounds(problem, refs, None, terms))
+    stub = mock.patch.object(sparse24_gemm, "float64_product", lambda A, B: np.zeros((A.shape[0], B.shape[1])))
+    if reference:
+        with stub:
+            refs = timed(f"2:4 {n}^3 fp16: reference, host part", lambda: family.reference(problem))
+            terms = timed(f"2:4 {n}^3 fp16: element terms", lambda: family.element_terms(problem))
+            timed(f"2:4 {n}^3 fp16: bounds, host part (peak: one problem)",
+                  lambda: family.error_bounds(problem, refs, None, terms))
+    timed(f"2:4 {n}^3 fp16: fresh values", lambda: family.with_fresh_values(problem, np.random.default_rng(2)))
+    if reference:
+        with stub:
+            for _ in range(3):  # alternated: the page faults of fresh 0.5-2 GB arrays make single runs noisy
+                timed(f"2:4 {n}^3 fp16: conditions, host part", lambda: family.conditions(problem))
+                timed(f"2:4 {n}^3 fp16: conditions, generic (before)",
+                      lambda: ProblemFamily.conditions(family, problem))
 
 
 def spmv(matrix: str) -> None:

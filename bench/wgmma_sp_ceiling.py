@@ -29,8 +29,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from sparseditto.tools.launch_check import max_shared_bytes_per_block
+
 KERNEL_FILE = Path(__file__).resolve().parent / "wgmma_sp_ceiling.cu"
-SMEM_LIMIT = 232448  # bytes of shared memory a block may opt into on sm_90
+SMEM_LIMIT = max_shared_bytes_per_block("sm_90a")  # bytes of shared memory a block may opt into
 FILL_BYTES = 65536 + 3 * 8192  # B region then the three A slabs (WGB_FILL_BYTES)
 SMEM_BW = 128.0  # bytes per clock and SM, the hypothesis' shared-memory bandwidth
 
@@ -171,11 +173,6 @@ def load_module(cases: list[Case], args):
     path = Path(tempfile.mkdtemp()) / "wgmma_sp_ceiling.cubin"
     path.write_bytes(compiled(cases, args).cubin)
     return cp.RawModule(path=str(path))
-
-
-def median(values):
-    s = sorted(values)
-    return s[len(s) // 2] if len(s) % 2 else 0.5 * (s[len(s) // 2 - 1] + s[len(s) // 2])
 
 
 def run_case(cp, np, module, case: Case, sms: int, clk_hz: float, fill, wsrc, wsrc_chunks: int, args) -> dict:

@@ -9,7 +9,6 @@ not fitted to."""
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from sparseditto.evals.matrix_suite import write_suite
-from sparseditto.knowledge_base.experience import PRIOR_WEIGHT
+from sparseditto.knowledge_base.experience import calibration_factors
 from sparseditto.tools.families.csr_spmv import cost
 from sparseditto.tools.families.csr_spmv.cost import predicted_us
 from sparseditto.tools.structure import matrix_features
@@ -28,17 +27,23 @@ MEASURED = Path(__file__).resolve().parent / "results" / "issue14_h200" / "spmv_
 Price = Callable[[str, Mapping[str, int], Mapping[str, float], int], float]
 
 
-def priced_candidates(folder: Path, measured: Path = MEASURED, price: Price = predicted_us) -> list[tuple[dict[str, Any], float]]:
-    """(measured candidate, predicted us) for every candidate, its matrix written to `folder` (fp32 values)."""
-    candidates = json.loads(measured.read_text())["candidates"]
-    names = sorted({c["matrix"] for c in candidates})
+def measured_features(folder: Path, measured: Path = MEASURED) -> dict[str, dict[str, float]]:
+    """The structural features of every matrix with measured candidates, the matrix written to `folder` first."""
+    names = sorted({c["matrix"] for c in json.loads(measured.read_text())["candidates"]})
     write_suite(folder, names=names)
-    features = {n: matrix_features(sp.load_npz(folder / f"{n}.npz").tocsr(), 4, np.random.default_rng(0)) for n in names}
+    return {n: matrix_features(sp.load_npz(folder / f"{n}.npz").tocsr(), 4, np.random.default_rng(0)) for n in names}
+
+
+def priced_candidates(features: Mapping[str, Mapping[str, float]], measured: Path = MEASURED,
+                      price: Price = predicted_us) -> list[tuple[dict[str, Any], float]]:
+    """(measured candidate, predicted us) for every candidate (fp32 values), its matrix's `features` from
+    measured_features."""
+    candidates = json.loads(measured.read_text())["candidates"]
     return [(c, price(c["kernel"], c["params"], features[c["matrix"]], 4)) for c in candidates]
 
 
 def first_candidates(folder: Path, measured: Path = MEASURED) -> list[tuple[str, str, dict[str, int], float | None, float]]:
-    """Per matrix written to `folder` by priced_candidates: the offline plan's first kernel and parameters (a fresh
+    """Per matrix written to `folder` by measured_features: the offline plan's first kernel and parameters (a fresh
     store), its measured us when a measured candidate ran at those parameters, and the fastest measured us."""
     from sparseditto.agents.planner import offline_plan
     from sparseditto.spec import parse_spec
@@ -56,27 +61,22 @@ def first_candidates(folder: Path, measured: Path = MEASURED) -> list[tuple[str,
     return rows
 
 
-def neutral_priced_candidates(folder: Path, measured: Path = MEASURED) -> list[tuple[dict[str, Any], float]]:
-    """priced_candidates with every fitted bandwidth efficiency at 1 (the lone-lane factor too): the model's structure
+def neutral_price(kernel: str, params: Mapping[str, int], features: Mapping[str, float], value_bytes: int) -> float:
+    """predicted_us with every fitted bandwidth efficiency at 1 (the lone-lane factor too): the model's structure
     without the constants fitted to these measurements."""
     with mock.patch.dict(cost.EFFICIENCY, {k: 1.0 for k in cost.EFFICIENCY}), \
             mock.patch.object(cost, "LONE_LANE_EFFICIENCY", 1.0):
-        return priced_candidates(folder, measured)
+        return predicted_us(kernel, params, features, value_bytes)
 
 
 def cross_validated_picks(priced: list[tuple[dict[str, Any], float]]) -> list[tuple[str, dict[str, Any], float, float]]:
     """Leave one matrix out: the other matrices' measured candidates calibrate the model per kernel as the experience
-    store does (the geometric mean of measured over predicted, pulled toward 1 by PRIOR_WEIGHT; a kernel measured on
-    no other matrix keeps factor 1), and on the matrix left out the calibrated model picks the fastest of its measured
+    store does (`calibration_factors`; a kernel measured on no other matrix keeps factor 1), and on the matrix left out the calibrated model picks the fastest of its measured
     candidates, whose own measurements take no part in the pick. Per matrix: (name, the pick, its measured us, the
     fastest measured us)."""
     rows = []
     for matrix in sorted({c["matrix"] for c, _ in priced}):
-        logs: dict[str, list[float]] = {}
-        for c, p in priced:
-            if c["matrix"] != matrix:
-                logs.setdefault(c["kernel"], []).append(math.log(c["us"] / p))
-        factor = {k: math.exp(sum(v) / (len(v) + PRIOR_WEIGHT)) for k, v in logs.items()}
+        factor = calibration_factors((c["kernel"], p, c["us"]) for c, p in priced if c["matrix"] != matrix)
         mine = [(c, p * factor.get(c["kernel"], 1.0)) for c, p in priced if c["matrix"] == matrix]
         pick = min(mine, key=lambda cp: cp[1])[0]
         rows.append((matrix, pick, pick["us"], min(c["us"] for c, _ in mine)))

@@ -15,6 +15,7 @@ import json
 import math
 import sqlite3
 import time
+from collections.abc import Iterable
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -106,6 +107,16 @@ def canonical_problem(spec: Spec, gpu_arch: str) -> dict[str, Any]:
 
 def problem_key(spec: Spec, gpu_arch: str) -> str:
     return hashlib.sha256(json.dumps(canonical_problem(spec, gpu_arch), sort_keys=True).encode()).hexdigest()
+
+
+def calibration_factors(rows: Iterable[tuple[str, float, float]]) -> dict[str, float]:
+    """Per kernel, from (kernel, predicted us, measured us) rows newest first: the geometric mean of measured over
+    predicted of its latest CALIBRATION_WINDOW rows, pulled toward 1 by PRIOR_WEIGHT."""
+    logs: dict[str, list[float]] = {}
+    for kernel, predicted, measured in rows:
+        if len(logs.setdefault(kernel, [])) < CALIBRATION_WINDOW:
+            logs[kernel].append(math.log(measured / predicted))
+    return {k: math.exp(sum(v) / (len(v) + PRIOR_WEIGHT)) for k, v in logs.items()}
 
 
 class ExperienceStore:
@@ -211,11 +222,7 @@ class ExperienceStore:
             rows = conn.execute("SELECT kernel, predicted_us, measured_us FROM measured WHERE family = ? AND gpu_name = ?"
                                 " AND cost_model = ? AND predicted_us > 0 AND measured_us > 0 ORDER BY created_at DESC",
                                 (family, gpu_name, get_family(family).cost_model)).fetchall()
-        logs: dict[str, list[float]] = {}
-        for kernel, predicted, measured in rows:
-            if len(logs.setdefault(kernel, [])) < CALIBRATION_WINDOW:
-                logs[kernel].append(math.log(measured / predicted))
-        return {k: math.exp(sum(v) / (len(v) + PRIOR_WEIGHT)) for k, v in logs.items()}
+        return calibration_factors(rows)
 
     def count(self) -> int:
         if not self.path.exists():

@@ -130,9 +130,9 @@ def _parse(path: Path, family: str) -> ReferenceKernel:
         if body.strip():
             raise ValueError(f"{path}: takes its code from {source}.cu (body_from) and must hold none of its own")
         origin = path.parent / f"{source}.cu"
-        if not origin.is_file() or _split(origin)[0].get("body_from"):
+        origin_meta, body = _split(origin) if origin.is_file() else (None, "")
+        if origin_meta is None or "body_from" in origin_meta:
             raise ValueError(f"{path}: body_from names {source}, which is no kernel file with code in {path.parent}")
-        body = _split(origin)[1]
     return ReferenceKernel(**meta, body=body, path=path)
 
 

@@ -50,9 +50,10 @@ from sparseditto.tools.values import numerics
 
 LAUNCHED_AT_ENV = "SPARSEDITTO_LAUNCHED_AT"  # time.monotonic() when the parent started this process (gpu_stages._run)
 VALUE_SETS = 3  # value sets the timed runs cycle through, changed in place (fewer when memory is short)
-# host memory of one prefetched instance, in float64 copies of its outputs: what its references and bounds keep, and
-# what they need on top while they are made (a 2:4 problem at 8192^3 kept about 2 and peaked at 4.7;
-# bench/host_prep_seconds.py --sp24-reference)
+# host memory of one prefetched instance, in float64 copies of its outputs: what it keeps (reference, bound, subnormal
+# mask and inputs: about 2.5 for a 2:4 problem, counted) and its peak while made (a 2:4 problem at 8192^3 with an
+# epilogue: 2.35 GB for a 0.5 GB output, bench/host_prep_seconds.py --sp24-reference,
+# evals/results/issue15_h200/host_reference_seconds_session12_cpu.txt)
 KEPT_COPIES, PEAK_COPIES = 2.5, 5.0
 SANITIZE_MAIN_MAX_BYTES = 2 << 30  # the main instance goes under the sanitizer up to this size
 

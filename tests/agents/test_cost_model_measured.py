@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from sparseditto.evals.cost_model_check import cross_validated_picks, priced_candidates
+from sparseditto.evals.cost_model_check import cross_validated_picks, measured_features, priced_candidates
 
 
 @pytest.fixture(scope="module")
 def priced(tmp_path_factory):
     """(candidate, predicted us) for every measured candidate, its matrix remade from the seeded suite."""
-    return priced_candidates(tmp_path_factory.mktemp("measured_matrices"))
+    return priced_candidates(measured_features(tmp_path_factory.mktemp("measured_matrices")))
 
 
 def test_every_measured_candidate_is_priced_within_a_factor_of_two(priced):

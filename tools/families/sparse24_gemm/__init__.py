@@ -317,7 +317,7 @@ class Sparse24Gemm(ProblemFamily):
     def conditions(self, problem: Problem) -> dict[str, np.ndarray]:
         """alpha |A| |B| + |bias| (alpha is drawn positive; ReLU leaves it as it is): the reference on the inputs'
         magnitudes, from the float64 operands instead of a copy of the problem rounded to storage again (8192^3 fp16,
-        host part, alternated three times: 1.4-2.1 s against 1.6-3.6 s;
+        host part, three runs of three alternated pairs: 1.05-2.87 s against 1.61-4.47 s, faster in 7 of the 9 pairs;
         evals/results/issue15_h200/host_reference_seconds_session12_cpu.txt)."""
         return {"C": _scaled_product(problem, magnitudes=True)}
 

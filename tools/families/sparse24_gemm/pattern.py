@@ -18,8 +18,9 @@ MAX_DENSE_BYTES = 4 << 30
 
 
 def random_positions(rng: np.random.Generator, M: int, K: int) -> np.ndarray:
-    """(M, K/4, 2) kept positions (uint8), each group's pair drawn uniformly from the six. In bytes: at 16384^2 the
-    draws and positions of 64-bit integers took 1 GB and about 4 s of a problem's making, bytes a quarter of the time."""
+    """(M, K/4, 2) kept positions (uint8), each group's pair drawn uniformly from the six. In bytes: 64-bit positions
+    of a 16384^2 matrix take 1 GB (bytes 134 MB); the step's peak at 8192^2 0.45 GB -> 0.12 GB, no faster
+    (evals/results/issue15_h200/host_reference_seconds_session12_cpu.txt)."""
     return PAIRS[rng.integers(0, len(PAIRS), size=(M, K // GROUP), dtype=np.uint8)]
 
 
