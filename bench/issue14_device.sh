@@ -17,7 +17,8 @@
 #   BUDGET (default 2), cut off at EVAL_SECONDS.
 # final: the 2:4 family's 4096^3 and decode specs through the pipeline (budget 2), then `spmv` on five matrices.
 # fp8: the e4m3 Hopper sequence's GPU tests (its variants under the sanitizer, the reference-kernel test), then its
-#   variants beside every baseline (dense fp8 cuBLASLt, cuSPARSELt) at 8192^3 (bench/explore_kernels.py).
+#   variants beside every baseline (dense fp8 cuBLASLt, cuSPARSELt) at 8192^3 (bench/explore_kernels.py), then dense
+#   fp8 cuBLASLt's elements against the family's fp32-accumulation bound (bench/fp8_accumulation.py).
 set -u
 what=$1; out=$2
 # set up once per machine: several modes may run in one call
@@ -63,6 +64,7 @@ case $what in
       | grep -E "PASSED|FAILED|ERROR|passed|failed" | tail -n 10
     SP24_TILED=0 timeout ${EXPLORE_SECONDS:-240} python3 bench/explore_kernels.py "$out/fp8" examples/sparse24_fp8_8192.yaml 2>&1 \
       | tee "$out/explore_fp8.txt" | tail -n 8
+    timeout ${ACCUM_SECONDS:-120} python3 bench/fp8_accumulation.py "$out/fp8_accumulation.json" 2>&1 | tee "$out/fp8_accumulation.txt"
     ;;
   ncu24)  # Nsight Compute's full set on the first launch of the Hopper 2:4 kernel (128 x 256 x 64, 4 stages) at 4096^3
     SP24_TILED=0 SP24_WGMMA=1 timeout ${NCU_SECONDS:-240} ncu --target-processes all -k regex:sp24_wgmma_sp -c 1 --set full \

@@ -102,13 +102,18 @@ class ElementBounds:
 
 
 def element_bound(ref: np.ndarray, condition: np.ndarray, terms: np.ndarray, accumulate: str, out: str,
-                  tolerance: float | None = None) -> ElementBounds:
-    """|out - ref| <= 2(n + 2) u_acc sum|a||b| + u_out |ref| + (n + 1) eta_acc + eta_out.
+                  tolerance: float | None = None, aligned_sum_bits: int | None = None) -> ElementBounds:
+    """|out - ref| <= 2(n + 2) u_acc sum|a||b| + u_out |ref| + (n + 1) eta_acc + eta_out [+ 2^-b sum|a||b|].
 
     n terms each rounded once in the accumulation type (products of lower-precision inputs are exact in it;
     the factor 2 covers tensor cores that truncate instead of rounding), one rounding to the output type, and the
     absolute error of underflow (eta: the smallest subnormal). Any summation order meets it; a cheaper
     accumulation type or dropped terms do not. A spec's `tolerance` loosens it to tolerance * sum|a||b|.
+
+    `aligned_sum_bits` b: instructions that add their products in fixed point aligned to the largest, keeping b bits
+    below it, lose at most 2^-b of each instruction's sum of |terms|; once every instruction's result is added in
+    fp32 (promotion), that is 2^-b of the element's condition in all. An accumulator left inside the instructions
+    across many of them loses that much again at each, and stays outside the bound.
     """
     acc, dst = numerics(accumulate), numerics(out)
     # summed in place, in the formula's order: an output of 16384^2 elements is 2 GB a copy in float64
@@ -120,6 +125,8 @@ def element_bound(ref: np.ndarray, condition: np.ndarray, terms: np.ndarray, acc
         del scaled_ref
         bound += (terms + 1) * acc.smallest_subnormal
         bound += dst.smallest_subnormal
+        if aligned_sum_bits is not None:
+            bound += 2.0 ** -aligned_sum_bits * condition
         if tolerance is not None:
             np.maximum(bound, tolerance * condition, out=bound)
         subnormal = condition < (terms + 1) * acc.smallest_normal

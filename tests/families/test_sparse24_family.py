@@ -17,7 +17,7 @@ from sparseditto.tools.families.sparse24_gemm import gelu_tanh
 from sparseditto.tools.families.sparse24_gemm.compression import (compress, decompress, kept_positions, pack_meta,
                                                                   unpack_meta)
 from sparseditto.tools.families.sparse24_gemm.pattern import magnitude_positions, random_positions
-from sparseditto.tools.values import element_ok
+from sparseditto.tools.values import element_bound, element_ok
 
 FAMILY = get_family("sparse24_gemm")
 
@@ -185,6 +185,47 @@ def test_element_bounds_admit_an_fp32_kernel_and_refuse_a_dropped_term():
     y = np.float32(p.scalars["alpha"]) * (A @ B) + bias[:, None]
     dropped = to_float64(to_storage(np.where(y < 0, 0, y), "fp16"), "fp16")
     assert not element_ok(dropped, ref, bounds.bound, 65504.0)[row].all()
+
+
+def _aligned_sum(acc: np.ndarray, products: np.ndarray, bits: int) -> np.ndarray:
+    """One e4m3 tensor-core instruction as modelled: the accumulator and the products, each cut to a multiple of the
+    unit `bits` binary places below the largest of them, summed exactly."""
+    top = np.maximum(np.abs(acc), np.abs(products).max(axis=-1))
+    unit = np.exp2(np.floor(np.log2(np.where(top > 0, top, 1.0))) - bits)
+    return np.trunc(acc / unit) * unit + (np.trunc(products / unit[..., None]) * unit[..., None]).sum(axis=-1)
+
+
+def test_e4m3_bounds_admit_promoted_aligned_sums_and_refuse_fp16_sums_and_dropped_terms():
+    """The e4m3 bound adds 2^-13 of each element's condition (ALIGNED_SUM_BITS): it admits instructions that keep 13
+    bits below their largest term, promoted to fp32 every four instructions (k64 each), and still refuses a sum kept
+    in fp16 and a dropped product; fp16 and bf16 keep the plain fp32 bound."""
+    assert FAMILY.make_problem(spec(), seed=1).outputs["C"].aligned_sum_bits is None
+    p = FAMILY.make_problem(spec(K=1024, dtype="fp8_e4m3"), seed=5)
+    assert p.outputs["C"].aligned_sum_bits == 13
+    ref = FAMILY.reference(p)["C"]
+    bound = FAMILY.error_bounds(p, {"C": ref})["C"].bound
+    condition = FAMILY.conditions(p)["C"]
+    plain = element_bound(ref, condition, FAMILY.element_terms(p)["C"], "fp32", "fp16").bound
+    np.testing.assert_allclose(bound, plain + condition / 8192, rtol=1e-12)
+    A = decompress(to_float64(p.inputs["A_values"], "fp8_e4m3"), p.inputs["A_meta"], 64, 1024)
+    B = to_float64(p.inputs["B"], "fp8_e4m3")
+    products = [A[:, None, k:k + 64] * B.T[None, :, k:k + 64] for k in range(0, 1024, 64)]  # (M, N, 64) each
+    promoted = np.zeros(ref.shape, np.float32)
+    for group in range(0, 16, 4):
+        part = np.zeros(ref.shape)
+        for step in products[group:group + 4]:
+            part = _aligned_sum(part, step, 13)
+        promoted = (promoted + part.astype(np.float32)).astype(np.float32)
+    assert element_ok(to_float64(to_storage(promoted.astype(np.float64), "fp16"), "fp16"), ref, bound, 65504.0).all()
+    half = np.zeros(ref.shape, np.float16)
+    for step in products:
+        for j in range(64):
+            half = (half + step[..., j].astype(np.float16)).astype(np.float16)
+    assert not element_ok(half.astype(np.float64), ref, bound, 65504.0).all()
+    row = int(np.argmax(np.abs(ref).sum(axis=1)))
+    A[row, np.argmax(np.abs(A[row]))] = 0
+    dropped = to_float64(to_storage(A @ B, "fp16"), "fp16")
+    assert not element_ok(dropped, ref, bound, 65504.0)[row].all()
 
 
 def test_counts_shapes_and_strategies():

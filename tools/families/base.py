@@ -31,12 +31,15 @@ Preparation = Callable[["Problem", dict[str, int]], Prepared]
 @dataclass(frozen=True)
 class Output:
     """One output operand: its shape, element type, the largest allowed ||out - ref|| / ||ref|| (families whose
-    outputs are not multilinear in the inputs are judged by it) and the accumulation type the family promises."""
+    outputs are not multilinear in the inputs are judged by it) and the accumulation type the family promises.
+    `aligned_sum_bits`: where the tensor-core instructions sum their products in fixed point aligned to the largest
+    (e4m3 on Hopper), the bits they keep below it; each element may then also be off by 2^-bits of its condition."""
 
     shape: tuple[int, ...]
     dtype: str
     tolerance: float
     accumulate: str = "fp32"
+    aligned_sum_bits: int | None = None
 
 
 @dataclass
@@ -198,7 +201,8 @@ class ProblemFamily(ABC):
             return None
         conditions = self.conditions(problem)
         terms = terms if terms is not None else self.element_terms(problem)
-        return {name: element_bound(refs[name], conditions[name], terms[name], out.accumulate, out.dtype, tolerance)
+        return {name: element_bound(refs[name], conditions[name], terms[name], out.accumulate, out.dtype, tolerance,
+                                    out.aligned_sum_bits)
                 for name, out in problem.outputs.items()}
 
     # -- artifacts and experience ------------------------------------------------------------------

@@ -143,6 +143,23 @@ accumulate: fp32
 // e4m3 (SD_DTYPE 3, the sp24_wgmma_sp_fp8 header): 8-bit wgmma reads B only K-major, so B comes transposed (Bt, N x
 // K, made by sp24w_transpose_b in the same sequence) and by TMA alone; an instruction covers 64 columns of K
 #define B_KMAJOR (SD_DTYPE == 3)
+// e4m3 products keep only part of fp32's precision in the instruction's running sum (measured on the H200: without
+// promotion, up to 0.7% of C's elements beyond the fp32 bound of their own terms at K = 1024,
+// evals/results/issue15_h200/gpu_tests_fp8_session13_unpromoted_h200.txt; promoted every 4 instructions, still 10
+// elements past the family's e4m3 bound at 512 x 768 x 8186, explore_fp8_session13_promoted4_h200.txt), so the
+// products go into scratch accumulators that plain fp32 adds then fold into the tile's (promotion, as the dense fp8
+// libraries do by
+// default), after every instruction. The two scratch arrays (BN more registers) need the producer's registers: 40 for
+// it, 232 for each of the two consumers (128 * 40 + 256 * 232 <= 65536); ptxas fits each instruction within the
+// launch's 168.
+#define SP24W_PROMOTE B_KMAJOR
+#if SP24W_PROMOTE && INFLIGHT
+#error "e4m3 promotes each instruction's products within its k-tile: INFLIGHT 0 only"
+#endif
+#if SP24W_PROMOTE
+#define PRODUCER_REGS "40"
+#define CONSUMER_REGS "232"
+#endif
 #define K_STEP (64 / SP24_VB)                 // logical columns of K per instruction: 32 (16-bit), 64 (e4m3)
 #define STEPS (BK / K_STEP)                   // instructions per slab and part in a k-tile
 #define B_STAGE_BYTES (BK * BN * SP24_VB)
@@ -299,9 +316,10 @@ __device__ __forceinline__ void sp24w_mma(float (&d)[ACC], unsigned long long a_
 }
 
 // Keeps the compiler from moving accumulator reads or writes across the asynchronous instructions.
-__device__ __forceinline__ void sp24w_pin(float (&d)[SLABS * PARTS][ACC]) {
+template <int R>
+__device__ __forceinline__ void sp24w_pin(float (&d)[R][ACC]) {
 #pragma unroll
-    for (int l = 0; l < SLABS * PARTS; ++l)
+    for (int l = 0; l < R; ++l)
 #pragma unroll
         for (int i = 0; i < ACC; ++i) asm volatile("" : "+f"(d[l][i]) :: "memory");
 }
@@ -331,6 +349,21 @@ __device__ __forceinline__ void sp24w_load_meta(unsigned (&e)[SLABS][STEPS], con
         }
 }
 
+// Descriptor of B's part p (columns p MMA_N ..) for step k of a stage whose B starts at b_base.
+__device__ __forceinline__ unsigned long long sp24w_b_desc(unsigned b_base, int k, int p) {
+#if B_KMAJOR  // rows p MMA_N .. of the step's 128-byte atom (k / 2), from byte 64 (k % 2) of each
+    return sp24w_desc(b_base + (k / 2) * (BN * 128) + p * MMA_N * 128 + 64 * (k % 2), 16, 1024, 1);
+#else  // from B's 64-column block p MMA_N / 64
+    return sp24w_desc(b_base + p * (MMA_N / 64) * (BK * 128) + 4096 * k, BK * 128, 1024, 1);
+#endif
+}
+
+// Descriptor of slab l of consumer c for step k of a stage whose A starts at a_base.
+__device__ __forceinline__ unsigned long long sp24w_a_desc(unsigned a_base, int c, int l, int k) {
+    return sp24w_desc(a_base + (k / 2) * (BM * 64) + (c * SLABS + l) * 64 * 64 + 32 * (k % 2), 16, 512, 2);
+}
+
+#if !SP24W_PROMOTE
 // One tile's products of consumer warpgroup c as one committed wgmma group (`first`: the first tile, which
 // overwrites the accumulators).
 __device__ __forceinline__ void sp24w_issue(float (&acc)[SLABS * PARTS][ACC], const unsigned (&e)[SLABS][STEPS],
@@ -340,24 +373,53 @@ __device__ __forceinline__ void sp24w_issue(float (&acc)[SLABS * PARTS][ACC], co
     asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
     for (int k = 0; k < STEPS; ++k) {
-        unsigned long long b_desc[PARTS];  // part p: columns p MMA_N ..
+        unsigned long long b_desc[PARTS];
 #pragma unroll
-        for (int p = 0; p < PARTS; ++p)
-#if B_KMAJOR  // rows p MMA_N .. of the step's 128-byte atom (k / 2), from byte 64 (k % 2) of each
-            b_desc[p] = sp24w_desc(b_base + (k / 2) * (BN * 128) + p * MMA_N * 128 + 64 * (k % 2), 16, 1024, 1);
-#else  // from B's 64-column block p MMA_N / 64
-            b_desc[p] = sp24w_desc(b_base + p * (MMA_N / 64) * (BK * 128) + 4096 * k, BK * 128, 1024, 1);
-#endif
+        for (int p = 0; p < PARTS; ++p) b_desc[p] = sp24w_b_desc(b_base, k, p);
 #pragma unroll
-        for (int l = 0; l < SLABS; ++l) {
-            const unsigned a_addr = a_base + (k / 2) * (BM * 64) + (c * SLABS + l) * 64 * 64 + 32 * (k % 2);
+        for (int l = 0; l < SLABS; ++l)
 #pragma unroll
             for (int p = 0; p < PARTS; ++p)
-                sp24w_mma(acc[l * PARTS + p], sp24w_desc(a_addr, 16, 512, 2), b_desc[p], e[l][k], !first || k > 0);
-        }
+                sp24w_mma(acc[l * PARTS + p], sp24w_a_desc(a_base, c, l, k), b_desc[p], e[l][k], !first || k > 0);
     }
     asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
 }
+#else
+// One tile's products of consumer warpgroup c, promoted (see SP24W_PROMOTE): each instruction (slab l, step k) is its
+// own group into one of two scratch arrays, overwriting it; once the next one is issued, wait_group 1 retires it and
+// plain fp32 adds fold it into the slab's accumulators (`first`: the first tile, whose step 0 copies). So one
+// instruction stays in flight while the last one's products are added, and the other consumer warpgroup keeps the
+// tensor cores busy across each tile's last wait.
+__device__ __forceinline__ void sp24w_issue_promoted(float (&acc)[SLABS * PARTS][ACC], const unsigned (&e)[SLABS][STEPS],
+                                                     const unsigned char* stage, int c, bool first) {
+    const unsigned a_base = sp24w_smem(stage + B_STAGE_BYTES), b_base = sp24w_smem(stage);
+    float part[2][PARTS][ACC];
+#pragma unroll
+    for (int i = 0; i <= SLABS * STEPS; ++i) {
+        if (i < SLABS * STEPS) {  // instruction i: slab i / STEPS, step i % STEPS
+            const int l = i / STEPS, k = i % STEPS;
+            sp24w_pin(part[i % 2]);
+            asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#pragma unroll
+            for (int p = 0; p < PARTS; ++p)
+                sp24w_mma(part[i % 2][p], sp24w_a_desc(a_base, c, l, k), sp24w_b_desc(b_base, k, p), e[l][k], false);
+            asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+        }
+        if (i > 0) {  // instruction j = i - 1 retired, i in flight
+            if (i < SLABS * STEPS) asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+            else asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+            const int j = i - 1, l = j / STEPS;
+            const bool copy = first && j % STEPS == 0;
+            sp24w_pin(part[j % 2]);
+#pragma unroll
+            for (int p = 0; p < PARTS; ++p)
+#pragma unroll
+                for (int n = 0; n < ACC; ++n)
+                    acc[l * PARTS + p][n] = copy ? part[j % 2][p][n] : acc[l * PARTS + p][n] + part[j % 2][p][n];
+        }
+    }
+}
+#endif
 
 // The consumer warp's release of a stage no group in flight reads: its block's empty barrier and, with CLUSTER > 1,
 // its peers' (their TMA threads write this block's stage too).
@@ -447,7 +509,7 @@ sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_cons
 #endif
 
     if (wg == 0) {  // producer
-#if CONSUMERS == 3
+#ifdef PRODUCER_REGS
         asm volatile("setmaxnreg.dec.sync.aligned.u32 " PRODUCER_REGS ";");  // right at the branch: see CONSUMER_REGS
 #endif
         int it = 0;  // k-tiles this block produced over all its tiles: stage it % STAGES, round it / STAGES
@@ -502,7 +564,7 @@ sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_cons
     }
 
     // consumers: warpgroup c = wg - 1 owns slabs c*SLABS .. ; w is the warp's place in its warpgroup
-#if CONSUMERS == 3
+#ifdef CONSUMER_REGS
     asm volatile("setmaxnreg.inc.sync.aligned.u32 " CONSUMER_REGS ";");  // waits for the producer's release
 #endif
     const int c = wg - 1, w = (tid / 32) % 4, lane = tid % 32;
@@ -523,6 +585,9 @@ sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_cons
             const unsigned char* stage = smem + s * STAGE_BYTES;
             unsigned e[SLABS][STEPS];
             sp24w_load_meta(e, stage, c, w, lane);
+#if SP24W_PROMOTE  // each slab's group already retired
+            sp24w_issue_promoted(acc, e, stage, c, kt == 0);
+#else
             sp24w_issue(acc, e, stage, c, kt == 0);
             // The metadata words are wgmma input registers: none may be written while a group that reads them is in
             // flight, so the next tile's words wait for this tile's group. (Keeping one group in flight with one array of
@@ -531,6 +596,7 @@ sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_cons
             // cores busy meanwhile.
             asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
             sp24w_pin(acc);
+#endif
             sp24w_release(bars + 8 * (STAGES + s), rank, lane);
         }
 #else
