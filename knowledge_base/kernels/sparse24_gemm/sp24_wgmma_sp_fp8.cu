@@ -22,7 +22,8 @@ summary: >
   Pipeline, clusters, raster order, persistence and epilogue as in sp24_wgmma_sp. H200, 8192^3 (session 13,
   evals/results/issue15_h200/explore_fp8_session13_h200.txt): 956 us persistent at 128 x 128 x 256, 4 stages (1150
   dense-equivalent TFLOP/s), 1.18x dense fp8 cuBLASLt (1125 us), 0.89x cuSPARSELt (848 us; its result's
-  norm-wise error is 6x cuBLASLt's, 1.3e-3 against 2.3e-4, as cuBLASLt's without promotion); 984 us launched per tile.
+  norm-wise error is 6x cuBLASLt's, 1.3e-3 against 2.3e-4, as cuBLASLt's without promotion); 980-984 us launched per
+  tile; a 2-block cluster sharing A 1455 us (explore_fp8_session13_clusters_h200.txt; slower in 16-bit too).
 preparation: epilogue_operands
 parameters:
   BM: [128, 256]

@@ -41,8 +41,10 @@ WGMMA_MIN_MN = 256  # smaller M or N leave most SMs without a 128 x 256 tile: mm
 # and 1165 -> 1045 us in bf16, 160 -> 157 us at 4096^3; PERSIST 1 within 2% of it either way (session 10)
 WGMMA_START = {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 1, "RASTER": 8, "PERSIST": 0, "CONSUMERS": 2}
 # e4m3 (sp24_wgmma_sp_fp8): 128 x 128 tiles, since promoting every instruction's products (see ALIGNED_SUM_BITS) needs
-# two scratch arrays beside the accumulators; 256 logical columns of K are 128 bytes of each A row and of each Bt row
-WGMMA_FP8_START = {**WGMMA_START, "BM": 128, "BK": 256, "STAGES": 4}
+# two scratch arrays beside the accumulators; 256 logical columns of K are 128 bytes of each A row and of each Bt row;
+# persistent: 952-956 us at 8192^3 against 980-984 launched per tile (two runs, session 13,
+# evals/results/issue15_h200/explore_fp8_session13_h200.txt and explore_fp8_session13_clusters_h200.txt)
+WGMMA_FP8_START = {**WGMMA_START, "BM": 128, "BK": 256, "STAGES": 4, "PERSIST": 1}
 ACTIVATIONS = {"none": 0, "relu": 1, "gelu_tanh": 2}
 # largest ||C - ref|| / ||ref|| by output type, for GELU epilogues (judged norm-wise): one rounding to C's type
 # dominates fp32 sums of K/2 exact products
@@ -275,8 +277,8 @@ class Sparse24Gemm(ProblemFamily):
                 wgmma = StrategyStart(
                     "sp24_wgmma_sp_fp8", WGMMA_FP8_START,
                     "e4m3 on wgmma.mma_async.sp: B transposed into a workspace first (8-bit wgmma reads B K-major "
-                    "only; K x N bytes more each call, as the dense fp8 baseline does), then 128 x 128 tiles by two "
-                    "consumer warpgroups through 4 stages of 256 columns of K, each instruction's products added into "
+                    "only; K x N bytes more each call, as the dense fp8 baseline does), then persistent blocks over "
+                    "128 x 128 tiles, two consumer warpgroups through 4 stages of 256 columns of K, each instruction's products added into "
                     "fp32 accumulators (e4m3 instructions keep fewer bits than fp32); compute-bound at "
                     f"{features['flops_per_byte']:.0f} flop/byte")
             else:
