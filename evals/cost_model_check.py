@@ -12,14 +12,12 @@ import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import numpy as np
 import scipy.sparse as sp
 
 from sparseditto.evals.matrix_suite import write_suite
 from sparseditto.knowledge_base.experience import calibration_factors
-from sparseditto.tools.families.csr_spmv import cost
 from sparseditto.tools.families.csr_spmv.cost import predicted_us
 from sparseditto.tools.structure import matrix_features
 
@@ -64,9 +62,7 @@ def first_candidates(folder: Path, measured: Path = MEASURED) -> list[tuple[str,
 def neutral_price(kernel: str, params: Mapping[str, int], features: Mapping[str, float], value_bytes: int) -> float:
     """predicted_us with every fitted bandwidth efficiency at 1 (the lone-lane factor too): the model's structure
     without the constants fitted to these measurements."""
-    with mock.patch.dict(cost.EFFICIENCY, {k: 1.0 for k in cost.EFFICIENCY}), \
-            mock.patch.object(cost, "LONE_LANE_EFFICIENCY", 1.0):
-        return predicted_us(kernel, params, features, value_bytes)
+    return predicted_us(kernel, params, features, value_bytes, fitted=False)
 
 
 def cross_validated_picks(priced: list[tuple[dict[str, Any], float]]) -> list[tuple[str, dict[str, Any], float, float]]:

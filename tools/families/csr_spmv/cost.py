@@ -91,11 +91,15 @@ def dia_layout(f: Mapping[str, float], max_diags: int) -> tuple[float, float]:
     return stored, min(1.0, share)
 
 
-def predicted_us(kernel: str, start: Mapping[str, int], f: Mapping[str, float], value_bytes: int) -> float:
+def predicted_us(kernel: str, start: Mapping[str, int], f: Mapping[str, float], value_bytes: int,
+                 fitted: bool = True) -> float:
     """The kernel's time at its starting parameters: the longest of moving its bytes at the bandwidth it reaches,
     the scattered reads of x, every warp's row walk at the GPU's rate of steps, and the walk of the longest row
-    where one group or warp walks it alone; plus launches."""
-    bandwidth = COPY_BYTES_PER_US * EFFICIENCY[kernel] * (LONE_LANE_EFFICIENCY if start.get("GROUP") == 1 else 1.0)
+    where one group or warp walks it alone; plus launches. `fitted` False sets every bandwidth efficiency (the
+    lone-lane factor too) to 1: the model's structure without the constants fitted to measurements
+    (evals/cost_model_check.py prices with it)."""
+    efficiency = EFFICIENCY[kernel] * (LONE_LANE_EFFICIENCY if start.get("GROUP") == 1 else 1.0) if fitted else 1.0
+    bandwidth = COPY_BYTES_PER_US * efficiency
     row_max = f["row_max"]
     launches, tail, walk, gathers = 1, 0.0, 0.0, scattered_reads(f)
     if kernel == "spmv_csr_vec4":
