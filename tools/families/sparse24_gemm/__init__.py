@@ -44,7 +44,7 @@ WGMMA_START = {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER"
 # two scratch arrays beside the accumulators; 256 logical columns of K are 128 bytes of each A row and of each Bt row;
 # persistent: 952-956 us at 8192^3 against 980-984 launched per tile (two runs, session 13,
 # evals/results/issue15_h200/explore_fp8_session13_h200.txt and explore_fp8_session13_clusters_h200.txt)
-WGMMA_FP8_START = {**WGMMA_START, "BM": 128, "BK": 256, "STAGES": 4, "PERSIST": 1}
+WGMMA_FP8_START = {**WGMMA_START, "BM": 128, "BK": 256, "STAGES": 4, "PERSIST": 1, "PROMOTE": 1}
 ACTIVATIONS = {"none": 0, "relu": 1, "gelu_tanh": 2}
 # largest ||C - ref|| / ||ref|| by output type, for GELU epilogues (judged norm-wise): one rounding to C's type
 # dominates fp32 sums of K/2 exact products
