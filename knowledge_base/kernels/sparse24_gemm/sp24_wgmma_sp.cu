@@ -23,7 +23,7 @@ summary: >
   and zero metadata words (only ever zero-fill: a stored word has no zero code) become a valid code. The
   epilogue applies alpha, the row bias (has_bias) and ReLU/GELU (act) in fp32 and stores 16-bit C straight from
   the accumulators. e4m3 compiles the same code under the header sp24_wgmma_sp_fp8 (B transposed first, read
-  K-major: B_KMAJOR). With INFLIGHT = 0 each tile's group retires before the next tile's metadata words are loaded; with INFLIGHT = 1 one group
+  K-major: B_KMAJOR; products promoted to fp32 every PROMOTE instructions: SP24W_PROMOTE). With INFLIGHT = 0 each tile's group retires before the next tile's metadata words are loaded; with INFLIGHT = 1 one group
   stays in flight while the next is issued, its words in a second array (see the consumer loop). H200, 4096^3 fp16
   (evals/results/issue15_h200.md): 156 us, 880 dense-equivalent TFLOP/s at 256 x 128 x 128, 3 stages, B by TMA;
   241 us with B by cp.async (256 x 128 x 64, 6 stages); CLUSTER 2 and INFLIGHT 1 no faster.
@@ -143,15 +143,14 @@ accumulate: fp32
 // e4m3 (SD_DTYPE 3, the sp24_wgmma_sp_fp8 header): 8-bit wgmma reads B only K-major, so B comes transposed (Bt, N x
 // K, made by sp24w_transpose_b in the same sequence) and by TMA alone; an instruction covers 64 columns of K
 #define B_KMAJOR (SD_DTYPE == 3)
-// e4m3 products keep only part of fp32's precision in the instruction's running sum (measured on the H200: without
-// promotion, up to 0.7% of C's elements beyond the fp32 bound of their own terms at K = 1024,
-// evals/results/issue15_h200/gpu_tests_fp8_session13_unpromoted_h200.txt; promoted every 4 instructions, still 10
-// elements past the family's e4m3 bound at 512 x 768 x 8186, explore_fp8_session13_promoted4_h200.txt), so the
-// products go into scratch accumulators that plain fp32 adds then fold into the tile's (promotion, as the dense fp8
-// libraries do by
-// default), after every PROMOTE instructions (1 or 2; sp24w_issue_promoted). The two scratch arrays (BN more registers) need the producer's registers: 40 for
-// it, 232 for each of the two consumers (128 * 40 + 256 * 232 <= 65536); ptxas fits each instruction within the
-// launch's 168.
+// e4m3 products keep only part of fp32's precision in the instruction's running sum. Measured on the H200 without
+// promotion: up to 0.7% of C's elements beyond the fp32 bound of their own terms at K = 1024
+// (evals/results/issue15_h200/gpu_tests_fp8_session13_unpromoted_h200.txt); promoted every 4 instructions, still 10
+// elements past the family's e4m3 bound at 512 x 768 x 8186 (explore_fp8_session13_promoted4_h200.txt). So every
+// PROMOTE instructions (1 or 2) put their products into scratch accumulators that plain fp32 adds then fold into the
+// tile's (promotion, as the dense fp8 libraries do by default; sp24w_issue_promoted). The two scratch arrays (BN more
+// registers) need the producer's registers: 40 for it, 232 for each of the two consumers (128 * 40 + 256 * 232 <=
+// 65536); ptxas fits each instruction within the launch's 168.
 #define SP24W_PROMOTE B_KMAJOR
 #if SP24W_PROMOTE && INFLIGHT
 #error "e4m3 promotes each instruction's products within its k-tile: INFLIGHT 0 only"
