@@ -185,7 +185,7 @@ def test_one_group_in_flight_across_tiles_keeps_its_metadata_words_apart(params,
 def _one_array_in_flight(source: str) -> str:
     """The loop of INFLIGHT = 0 (one array of words, loaded at the top of each tile) leaving one group in flight:
     the version that measured wrong on the H200."""
-    wait = 'asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");\n            sp24w_pin(acc);\n            sp24w_release('
+    wait = 'asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");\n            sp24w_pin(acc);\n#endif\n            sp24w_release('
     end = "#else\n        // One tile of C per block (PERSIST is 0), one group in flight"
     assert source.count(wait) == 1 and source.count(end) == 1
     source = source.replace(wait, wait.replace("aligned 0", "aligned 1"))
