@@ -7,14 +7,18 @@ This prints, on the family's own problems (the verifier's values: runs of scales
 product does with its default promotion (use_fast_accum=False) and without it (True): elements past the plain fp32
 bound and past the family's (which adds 2^-ALIGNED_SUM_BITS of the condition for e4m3), the largest ratios, the
 largest |C - ref| / condition, and the norm-wise error. GPU and torch required.
+`--from-logs LOG...` (no GPU): the worst elements that GPU test logs recorded, against their conditions.
 
     python3 bench/fp8_accumulation.py [OUT_JSON]
+    python3 bench/fp8_accumulation.py --from-logs evals/results/issue15_h200/gpu_tests_fp8_session13_*.txt
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -22,12 +26,34 @@ from sparseditto.spec import parse_spec
 from sparseditto.tools.baselines.sparse24_dense import dense_a, sparse24_gemm
 from sparseditto.tools.dtypes import to_float64
 from sparseditto.tools.families import get_family
-from sparseditto.tools.values import element_bound
+from sparseditto.tools.families.sparse24_gemm import ALIGNED_SUM_BITS
+from sparseditto.tools.values import element_bound, numerics
 
 SHAPES = [(1024, 1024, 64), (528, 1088, 400), (4096, 4096, 4096), (8192, 8192, 8192)]
 
 
+def worst_elements(logs: list[str]) -> None:
+    """The worst element of each failed verification in GPU test logs (the verifier's `worst_element` evidence, judged
+    against the plain fp32 bound then), measured against its condition: the condition is read back from that bound
+    (element_bound's formula, K/2 + 2 terms), and the family's e4m3 bound there is printed beside it."""
+    fp32, fp16 = numerics("fp32"), numerics("fp16")
+    found = re.compile(r"shape \{'M': (\d+), 'K': (\d+), 'N': (\d+)[^}]*\}.*?'worst_element': \{'output': 'C', "
+                       r"'index': \[(\d+), (\d+)\], 'got': ([-\d.e+]+), 'expected': ([-\d.e+]+), 'bound': ([-\d.e+]+)\}")
+    bits = ALIGNED_SUM_BITS["fp8_e4m3"]
+    for log in logs:
+        for M, K, N, row, col, got, expected, bound in found.findall(Path(log).read_text()):
+            got, expected, bound, terms = float(got), float(expected), float(bound), int(K) // 2 + 2
+            condition = ((bound - fp16.unit_roundoff * abs(expected) - (terms + 1) * fp32.smallest_subnormal
+                          - fp16.smallest_subnormal) / (2 * (terms + 2) * fp32.unit_roundoff))
+            error = abs(got - expected)
+            print(f"{Path(log).name}: {M}x{K}x{N} C[{row}, {col}] |err| {error:.4g}, fp32 bound {bound:.4g}, "
+                  f"|err|/condition {error / condition:.2e}, e4m3 bound {bound + 2.0 ** -bits * condition:.4g}")
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--from-logs"]:
+        worst_elements(sys.argv[2:])
+        return
     import cupy as cp
     import torch
 
@@ -40,7 +66,8 @@ def main() -> None:
         ref = family.reference(problem)["C"]
         condition, terms = family.conditions(problem)["C"], family.element_terms(problem)["C"]
         fp32_bound = element_bound(ref, condition, terms, "fp32", "fp16").bound
-        bound = family.error_bounds(problem, {"C": ref})["C"].bound  # with the aligned-sum term
+        bound = element_bound(ref, condition, terms, "fp32", "fp16",
+                              aligned_sum_bits=problem.outputs["C"].aligned_sum_bits).bound  # the family's
         gemm = sparse24_gemm(problem)
         a = torch.from_dlpack(cp.asarray(dense_a(gemm, problem, problem.inputs))).view(torch.float8_e4m3fn)
         bt = torch.from_dlpack(cp.asarray(np.ascontiguousarray(problem.inputs["B"].T))).view(torch.float8_e4m3fn)

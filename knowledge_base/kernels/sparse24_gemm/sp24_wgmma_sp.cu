@@ -389,8 +389,8 @@ __device__ __forceinline__ void sp24w_issue(float (&acc)[SLABS * PARTS][ACC], co
 // wait_group 1 retires it and plain fp32 adds fold it into the slab's accumulators (`first`: the first tile, whose
 // step 0 copies). So one group stays in flight while the last one's products are added, and the other consumer
 // warpgroup keeps the tensor cores busy across each tile's last wait. Each instruction's 64 products per thread cost
-// 64 adds on each scheduler, about as many issue cycles as the instruction's tensor-core time: PROMOTE 2 halves them,
-// at the accuracy the harness judges.
+// 64 adds on each scheduler, about as many issue cycles as the instruction's tensor-core time (an estimate from the
+// rated e4m3 2:4 peak, not profiled): PROMOTE 2 halves them, at the accuracy the harness judges.
 __device__ __forceinline__ void sp24w_issue_promoted(float (&acc)[SLABS * PARTS][ACC], const unsigned (&e)[SLABS][STEPS],
                                                      const unsigned char* stage, int c, bool first) {
     constexpr int GROUPS = SLABS * STEPS / PROMOTE;

@@ -55,9 +55,10 @@ OUTPUT_DTYPE = {"fp16": "fp16", "bf16": "bf16", "fp8_e4m3": "fp16"}
 # so even a product promoted to fp32 every few instructions (dense fp8 cuBLASLt's default) misses the plain fp32
 # bound: on the family's values 3 of 211,200 elements at 528 x 1088 x 400, at 1.44 times it
 # (evals/results/issue15_h200/fp8_accumulation_session13_h200.txt). The bound adds 2^-13 of each element's condition
-# (tools/values.py element_bound). Measured at K = 1024 (evals/results/issue15_h200/, session 13): the promoted
-# e4m3 kernel's worst element was off by 8.6e-5 of its condition (inside: 1.2e-4 is added), the kernel that kept the
-# whole K in the instruction's accumulator by 3.1e-4 (outside).
+# (tools/values.py element_bound). The worst elements the H200 logged at 1024 x 1024 x 64
+# (evals/results/issue15_h200/fp8_worst_elements_session13.txt): the kernel that promoted every 4 instructions was off
+# by 8.6e-5 of its condition (inside: 1.2e-4 is added), the one that kept the whole K in the instruction's
+# accumulator by 3.1e-4 (outside).
 ALIGNED_SUM_BITS = {"fp8_e4m3": 13}
 
 
