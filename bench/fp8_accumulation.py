@@ -8,9 +8,15 @@ product does with its default promotion (use_fast_accum=False) and without it (T
 bound and past the family's (which adds 2^-ALIGNED_SUM_BITS of the condition for e4m3), the largest ratios, the
 largest |C - ref| / condition, and the norm-wise error. GPU and torch required.
 `--from-logs LOG...` (no GPU): the worst elements that GPU test logs recorded, against their conditions.
+`--small-k OUT_JSON`: the verifier's second held-out shape has K of 64 to 768 (one to twelve instructions), where the
+fp32 part of the bound is small and the instructions' own error decides. For K in SMALL_K and SEEDS draws each, the
+e4m3 kernel at the planner's start (sp24_wgmma_sp_fp8) with each PROMOTE and dense fp8 cuBLASLt (default and fast accumulation) on the
+same problems: per K the largest |C - ref| / condition and the largest share of the condition the bound would have to
+add beyond its fp32 part, (|C - ref| - fp32 bound) / condition.
 
     python3 bench/fp8_accumulation.py [OUT_JSON]
     python3 bench/fp8_accumulation.py --from-logs evals/results/issue15_h200/gpu_tests_fp8_session13_*.txt
+    python3 bench/fp8_accumulation.py --small-k OUT_JSON
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ from sparseditto.tools.families.sparse24_gemm import ALIGNED_SUM_BITS
 from sparseditto.tools.values import element_bound, numerics
 
 SHAPES = [(1024, 1024, 64), (528, 1088, 400), (4096, 4096, 4096), (8192, 8192, 8192)]
+SMALL_K, SEEDS, SMALL_M, SMALL_N = (64, 128, 192, 256, 384, 768, 1088), 8, 560, 1024  # N: cuBLASLt's fp8 needs multiples of 16
+PROMOTE = (1, 2, 4)
 
 
 def worst_elements(logs: list[str]) -> None:
@@ -50,31 +58,107 @@ def worst_elements(logs: list[str]) -> None:
                   f"|err|/condition {error / condition:.2e}, e4m3 bound {bound + 2.0 ** -bits * condition:.4g}")
 
 
+def spec_at(M: int, K: int, N: int):
+    return parse_spec({"operation": "spmm", "pattern": {"kind": "n_m"}, "M": M, "K": K, "N": N,
+                       "dtype": "fp8_e4m3", "arch": "sm_90a"})
+
+
+def cublaslt(problem, fast: bool) -> np.ndarray:
+    """Dense fp8 cuBLASLt's C (fp16 out) for a 2:4 problem, as float64."""
+    import cupy as cp
+    import torch
+
+    gemm = sparse24_gemm(problem)
+    a = torch.from_dlpack(cp.asarray(dense_a(gemm, problem, problem.inputs))).view(torch.float8_e4m3fn)
+    bt = torch.from_dlpack(cp.asarray(np.ascontiguousarray(problem.inputs["B"].T))).view(torch.float8_e4m3fn)
+    one = torch.ones((), device="cuda", dtype=torch.float32)
+    out = torch._scaled_mm(a, bt.t(), one, one, out_dtype=torch.float16, use_fast_accum=fast)
+    return to_float64(cp.asarray(out.view(torch.float16)).get(), "fp16")
+
+
+def load_sequence(spec, params: dict[str, int], folder: Path):
+    """(candidate, loaded module, resources) of sp24_wgmma_sp_fp8 with `params`, its cubin written into `folder`."""
+    import cupy as cp
+
+    from sparseditto.knowledge_base.library import get_kernel
+    from sparseditto.tools.runner import device_info
+    from sparseditto.tools.verifier import compile_candidate
+
+    candidate = get_kernel("sp24_wgmma_sp_fp8").instantiate(params)
+    compiled, feedback = compile_candidate(candidate, spec, device_info()["arch"])
+    if not compiled.ok:
+        raise SystemExit(f"{candidate.label()}: {feedback.message}")
+    cubin = folder / f"{abs(hash(candidate.label()))}.cubin"
+    cubin.write_bytes(compiled.cubin)
+    return candidate, cp.RawModule(path=str(cubin)), compiled.resources
+
+
+def small_k(out_json: str) -> None:
+    """The kernel and the library at small K (module docstring), same problems, judged the same way."""
+    import tempfile
+
+    import cupy as cp
+
+    from sparseditto.agents.planner import offline_plan
+    from sparseditto.tools.runner import Launcher, device_info
+
+    family = get_family("sparse24_gemm")
+    spec = spec_at(SMALL_M, max(SMALL_K), SMALL_N)
+    start = next(s.start for s in offline_plan(spec).strategies if s.kernel == "sp24_wgmma_sp_fp8")
+    kernels = {}
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for promote in PROMOTE:
+            kernels[f"kernel_promote{promote}"] = load_sequence(spec, {**start, "PROMOTE": promote}, Path(tmp))
+        for K in SMALL_K:
+            worst: dict[str, list[float]] = {}
+            for seed in range(SEEDS):
+                problem = family.make_problem(spec, 7000 + 31 * K + seed, {"M": SMALL_M, "K": K, "N": SMALL_N})
+                ref = family.reference(problem)["C"]
+                condition, terms = family.conditions(problem)["C"], family.element_terms(problem)["C"]
+                fp32_bound = element_bound(ref, condition, terms, "fp32", "fp16").bound
+                outs = {"cublaslt": cublaslt(problem, False), "cublaslt_fast": cublaslt(problem, True)}
+                for name, (candidate, module, resources) in kernels.items():
+                    launcher = Launcher(candidate, module, problem, family, device_info(), resources)
+                    launcher.poison()
+                    launcher.run()
+                    cp.cuda.get_current_stream().synchronize()
+                    outs[name] = launcher.results()["C"]
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    for name, got in outs.items():
+                        err = np.abs(got - ref)
+                        ratio = np.where(condition > 0, err / condition, 0.0)
+                        beyond = np.where(condition > 0, (err - fp32_bound) / condition, 0.0)
+                        old = worst.setdefault(name, [0.0, -np.inf])
+                        worst[name] = [max(old[0], float(np.nanmax(ratio))), max(old[1], float(np.nanmax(beyond)))]
+            for name, (ratio, beyond) in worst.items():
+                rows.append({"M": SMALL_M, "K": K, "N": SMALL_N, "seeds": SEEDS, "product": name,
+                             "max_error_over_condition": ratio, "max_beyond_fp32_bound_over_condition": beyond})
+                print(f"K={K:5} {name:14} max |err|/condition {ratio:.2e}  max (|err| - fp32 bound)/condition "
+                      f"{beyond:+.2e}  (2^-13 = {2.0 ** -13:.2e}, 2^-12 = {2.0 ** -12:.2e})", flush=True)
+    with open(out_json, "w") as f:
+        json.dump({"kernels": {name: k[0].label() for name, k in kernels.items()}, "rows": rows}, f, indent=1)
+
+
 def main() -> None:
     if sys.argv[1:2] == ["--from-logs"]:
         worst_elements(sys.argv[2:])
         return
-    import cupy as cp
-    import torch
-
+    if sys.argv[1:2] == ["--small-k"]:
+        small_k(sys.argv[2])
+        return
     family = get_family("sparse24_gemm")
     rows = []
     for M, K, N in SHAPES:
-        spec = parse_spec({"operation": "spmm", "pattern": {"kind": "n_m"}, "M": M, "K": K, "N": N,
-                           "dtype": "fp8_e4m3", "arch": "sm_90a"})
+        spec = spec_at(M, K, N)
         problem = family.make_problem(spec, seed=1234 + M + K + N)
         ref = family.reference(problem)["C"]
         condition, terms = family.conditions(problem)["C"], family.element_terms(problem)["C"]
         fp32_bound = element_bound(ref, condition, terms, "fp32", "fp16").bound
         bound = element_bound(ref, condition, terms, "fp32", "fp16",
                               aligned_sum_bits=problem.outputs["C"].aligned_sum_bits).bound  # the family's
-        gemm = sparse24_gemm(problem)
-        a = torch.from_dlpack(cp.asarray(dense_a(gemm, problem, problem.inputs))).view(torch.float8_e4m3fn)
-        bt = torch.from_dlpack(cp.asarray(np.ascontiguousarray(problem.inputs["B"].T))).view(torch.float8_e4m3fn)
-        one = torch.ones((), device="cuda", dtype=torch.float32)
         for fast in (False, True):
-            out = torch._scaled_mm(a, bt.t(), one, one, out_dtype=torch.float16, use_fast_accum=fast)
-            got = to_float64(cp.asarray(out.view(torch.float16)).get(), "fp16")
+            got = cublaslt(problem, fast)
             err = np.abs(got - ref)
             row = {"M": M, "K": K, "N": N, "use_fast_accum": fast, "elements": int(ref.size),
                    "past_fp32_bound": int((err > fp32_bound).sum()), "max_error_over_fp32_bound": float((err / fp32_bound).max()),

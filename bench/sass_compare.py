@@ -6,12 +6,14 @@ what runs, e.g. the e4m3 generalisation of sp24_wgmma_sp (bench/NOTES.md, sessio
     python3 bench/sass_compare.py sp24_wgmma_sp 375fd28 --dtypes fp16,bf16 \\
         --params '{"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, ...}' [--params ...]
 
+`--function NAME` compares only that entry's code (e.g. the product where the sequence's other kernel changed).
 Prints one line per case and exits 1 when any differs."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import tempfile
@@ -56,6 +58,21 @@ def machine_code(source: str, defines: list[str], arch: str) -> str:
     return disassemble(result.cubin)
 
 
+def function_code(listing: str, name: str) -> str:
+    """The listing's section of entry `name` (from its `.text.NAME` header to the next section), its labels numbered
+    from 0 in order of appearance (nvdisasm numbers them across the whole file)."""
+    lines, keep = [], False
+    for line in listing.splitlines():
+        if ".section" in line:
+            keep = f".text.{name}," in line or line.rstrip().endswith(f".text.{name}")
+        if keep:
+            lines.append(line)
+    if not lines:
+        raise SystemExit(f"no section .text.{name} in the listing")
+    labels: dict[str, str] = {}
+    return re.sub(r"\.L_x_\d+", lambda m: labels.setdefault(m.group(0), f".L_{len(labels)}"), "\n".join(lines))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("kernel")
@@ -64,14 +81,20 @@ def main() -> int:
     parser.add_argument("--dtypes", default="fp16")
     parser.add_argument("--params", action="append", type=json.loads, required=True,
                         help="a parameter set as JSON (repeat for more)")
+    parser.add_argument("--function", help="compare only this entry's code")
     args = parser.parse_args()
+
+    def code(source: str, defines: list[str]) -> str:
+        listing = machine_code(source, defines, args.arch)
+        return function_code(listing, args.function) if args.function else listing
+
     differ = 0
     for params in args.params:
         candidate = get_kernel(args.kernel).instantiate(params)
         before = source_at(args.commit, args.kernel, params)
         for name in args.dtypes.split(","):
             defines = candidate.defines(dtype_info(name).code)
-            same = machine_code(candidate.source, defines, args.arch) == machine_code(before, defines, args.arch)
+            same = code(candidate.source, defines) == code(before, defines)
             differ += not same
             print(f"{'same' if same else 'DIFFERS'}  {name:9s} {json.dumps(params)}", flush=True)
     print(f"{differ} of {len(args.params) * len(args.dtypes.split(','))} cases differ from {args.commit}")

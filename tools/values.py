@@ -110,11 +110,9 @@ def element_bound(ref: np.ndarray, condition: np.ndarray, terms: np.ndarray, acc
     absolute error of underflow (eta: the smallest subnormal). Any summation order meets it; a cheaper
     accumulation type or dropped terms do not. A spec's `tolerance` loosens it to tolerance * sum|a||b|.
 
-    `aligned_sum_bits` b: instructions that add their products in fixed point aligned to the largest, keeping b bits
-    below it, lose at most 2^-b of each instruction's sum of |terms|; once every instruction's result is added in
-    fp32 (promotion), that is 2^-b of the element's condition in all. An accumulator left inside the instructions
-    across many of them loses up to that much again at each, which can take it outside (measured for e4m3:
-    sparse24_gemm's ALIGNED_SUM_BITS).
+    `aligned_sum_bits` b: instructions that add their products in fixed point aligned to the largest cut each product
+    to a unit of the largest, so their loss is not bounded by their own terms; the allowance 2^-b of the element's
+    condition is fitted to measured instructions with a margin (e4m3: sparse24_gemm's ALIGNED_SUM_BITS).
     """
     acc, dst = numerics(accumulate), numerics(out)
     # summed in place, in the formula's order: an output of 16384^2 elements is 2 GB a copy in float64

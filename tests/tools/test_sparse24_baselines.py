@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import importlib
 import re
 import sys
 import types
@@ -39,6 +40,9 @@ def fake_decompress(values, meta, M, K):
 
 @pytest.fixture
 def fake_compression(monkeypatch):
+    importlib.import_module("sparseditto.tools.families.sparse24_gemm")  # the real family first: the fp8 baselines
+    # compile its kernel library's transposition (byte_transpose), and the library imports every family
+
     module = types.ModuleType(COMPRESSION)
     module.decompress = fake_decompress
     monkeypatch.setitem(sys.modules, COMPRESSION, module)

@@ -5,8 +5,8 @@ row-major. A is decompressed once (the family's `decompress`) and shared by ever
 harness's arrays. Routes: cupy.matmul (cublasGemmEx; fp16 only, CuPy has no bf16/fp8 product), torch.mm, torch's
 cuBLASLt bias/activation epilogue on C^T = B^T A^T (the order in which a per-row bias of C is cuBLASLt's per-column
 bias), and fp8 e4m3 through torch._scaled_mm (cuBLASLt; its fp8 kernels take only a column-major B, so B is
-transposed inside every call). Whatever a route does not fuse runs as one CuPy elementwise pass after the product,
-inside the timed call. This module also holds what the cuSPARSELt module shares with it: the problem's description,
+transposed inside every call, by the 2:4 sequence's own transposition: byte_transpose). Whatever a route does not
+fuse runs as one CuPy elementwise pass after the product, inside the timed call. This module also holds what the cuSPARSELt module shares with it: the problem's description,
 its device operands and that elementwise epilogue.
 """
 
@@ -22,6 +22,7 @@ import numpy as np
 import structlog
 
 from sparseditto.tools.baselines import register
+from sparseditto.tools.baselines.byte_transpose import byte_transposer, transposition_text
 from sparseditto.tools.baselines.common import (
     Array, BaselineCall, Candidate, OwnedLaunch, Owner, candidate, torch_module, torch_run, torch_view,
 )
@@ -367,26 +368,30 @@ def _build_scaled_mm(name: str, torch: ModuleType, operands: Callable[[], Sparse
                      order: str) -> BaselineCall:
     """fp8 e4m3 through torch._scaled_mm (cuBLASLt, fp32 accumulation, fp16/bf16 out), alpha as the tensor-wide
     scale. cuBLASLt's fp8 kernels want mat1 row-major and mat2 column-major, so B is transposed into a scratch
-    buffer inside every call (B is a per-call input). 'ab': C = A B written into C, bias and activation after;
-    'btat': C^T = B^T A^T with the bias fused (it runs along C^T's columns = C's rows), copied into C."""
+    buffer inside every call (B is a per-call input), by the 2:4 sequence's own transposition (byte_transpose).
+    'ab': C = A B written into C, bias and activation after; 'btat': C^T = B^T A^T with the bias fused (it runs
+    along C^T's columns = C's rows), copied into C."""
+    import cupy
+
     ops = operands()
     gemm = ops.gemm
     output = ops.new_output()
     out_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[gemm.out_dtype]
-    a_t, b_t, c_t = (torch_tensor(torch, x, n) for x, n in ((ops.a, gemm.dtype), (ops.b, gemm.dtype),
-                                                              (output, gemm.out_dtype)))
+    a_t, c_t = (torch_tensor(torch, x, n) for x, n in ((ops.a, gemm.dtype), (output, gemm.out_dtype)))
     device = a_t.device
-    bt = torch.empty((gemm.N, gemm.K), dtype=a_t.dtype, device=device)
+    bt_memory = cupy.empty((gemm.N, gemm.K), dtype=ops.b.dtype)
+    transpose_b = byte_transposer(ops.b, bt_memory)
+    bt = torch_tensor(torch, bt_memory, gemm.dtype)
     alpha = torch.tensor(gemm.alpha, dtype=torch.float32, device=device)
     one = torch.ones((), dtype=torch.float32, device=device)
     owner = Owner()
-    owner.keep(ops, a_t, b_t, c_t, bt, alpha, one)
+    owner.keep(ops, a_t, c_t, bt_memory, bt, alpha, one)
     if order == "ab":
         fused: tuple[str, ...] = ("alpha",)
         post = separate_epilogue(ops, fused)
 
         def compute() -> None:
-            bt.copy_(b_t.t())
+            transpose_b()
             torch._scaled_mm(a_t, bt.t(), alpha, one, out_dtype=out_dtype, out=c_t)
             if post:
                 post(output)
@@ -398,11 +403,11 @@ def _build_scaled_mm(name: str, torch: ModuleType, operands: Callable[[], Sparse
         post = separate_epilogue(ops, fused)
 
         def compute() -> None:
-            bt.copy_(b_t.t())
+            transpose_b()
             c_t.copy_(torch._scaled_mm(bt, a_t.t(), one, alpha, bias=bias_t, out_dtype=out_dtype).t())
             if post:
                 post(output)
         call_text = "torch._scaled_mm(B^T, A.t(), bias) copied into C"
     config = (f"{call_text} (cuBLASLt fp8, fp32 accumulation), e4m3 in, {gemm.out_dtype} out, B transposed in the "
-              f"call; {epilogue_text(gemm, fused, 'cuBLASLt')}")
+              f"call ({transposition_text()}); {epilogue_text(gemm, fused, 'cuBLASLt')}")
     return BaselineCall(name, LIBRARY, config, torch_run(torch, owner, compute), output, _NOTE)

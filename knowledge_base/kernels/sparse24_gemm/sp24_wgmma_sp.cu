@@ -151,9 +151,11 @@ accumulate: fp32
 // tile's (promotion, as the dense fp8 libraries do by default; sp24w_issue_promoted). The two scratch arrays (BN more
 // registers) need the producer's registers: 40 for it, 232 for each of the two consumers (128 * 40 + 256 * 232 <=
 // 65536); ptxas fits each instruction within the launch's 168.
+// With INFLIGHT = 1 the k-tile's last group stays in flight into the next k-tile (the next tile's first group is
+// issued before it is retired and added), so that no consumer drains the tensor cores at every k-tile boundary.
 #define SP24W_PROMOTE B_KMAJOR
-#if SP24W_PROMOTE && INFLIGHT
-#error "e4m3 promotes each instruction's products within its k-tile: INFLIGHT 0 only"
+#if SP24W_PROMOTE && INFLIGHT && (BK / 64 / PROMOTE < 2)
+#error "a group carried into the next k-tile needs at least two groups per slab and k-tile"
 #endif
 #if SP24W_PROMOTE
 #define PRODUCER_REGS "40"
@@ -387,18 +389,32 @@ __device__ __forceinline__ void sp24w_issue(float (&acc)[SLABS * PARTS][ACC], co
 // One tile's products of consumer warpgroup c, promoted (see SP24W_PROMOTE): PROMOTE instructions (of one slab, steps
 // in a row) make one group into one of two scratch arrays, the first overwriting it; once the next group is issued,
 // wait_group 1 retires it and plain fp32 adds fold it into the slab's accumulators (`first`: the first tile, whose
-// step 0 copies). So one group stays in flight while the last one's products are added, and the other consumer
-// warpgroup keeps the tensor cores busy across each tile's last wait. Each instruction's 64 products per thread cost
-// 64 adds on each scheduler, about as many issue cycles as the instruction's tensor-core time (an estimate from the
-// rated e4m3 2:4 peak, not profiled): PROMOTE 2 halves them, at the accuracy the harness judges.
-__device__ __forceinline__ void sp24w_issue_promoted(float (&acc)[SLABS * PARTS][ACC], const unsigned (&e)[SLABS][STEPS],
-                                                     const unsigned char* stage, int c, bool first) {
-    constexpr int GROUPS = SLABS * STEPS / PROMOTE;
-    const unsigned a_base = sp24w_smem(stage + B_STAGE_BYTES), b_base = sp24w_smem(stage);
-    float part[2][PARTS][ACC];
+// step 0 copies). So one group stays in flight while the last one's products are added. Each instruction's 64
+// products per thread cost 64 adds on each scheduler, about as many issue cycles as the instruction's tensor-core
+// time (an estimate from the rated e4m3 2:4 peak, not profiled): PROMOTE 2 halves them. `carried` (INFLIGHT 1): the
+// previous k-tile's last group is still in flight; it is retired and added once this tile's first group is issued,
+// and this tile's last group is left in flight in turn (sp24w_retire_carried adds it after the tile's last k-tile).
+// The tile's group count is even (at least two per slab), so a group's scratch array depends only on its place in
+// the tile and the carried one (the last) is part[1], never a slab's first (no copy).
+__device__ __forceinline__ void sp24w_add_group(float (&acc)[SLABS * PARTS][ACC], float (&part)[PARTS][ACC], int l,
+                                                bool copy) {
+    sp24w_pin(part);
 #pragma unroll
-    for (int i = 0; i <= GROUPS; ++i) {
-        if (i < GROUPS) {  // group i: slab i PROMOTE / STEPS, steps from i PROMOTE % STEPS
+    for (int p = 0; p < PARTS; ++p)
+#pragma unroll
+        for (int n = 0; n < ACC; ++n)
+            acc[l * PARTS + p][n] = copy ? part[p][n] : acc[l * PARTS + p][n] + part[p][n];
+}
+
+constexpr int SP24W_GROUPS = SLABS * STEPS / PROMOTE;
+
+__device__ __forceinline__ void sp24w_issue_promoted(float (&acc)[SLABS * PARTS][ACC], float (&part)[2][PARTS][ACC],
+                                                     const unsigned (&e)[SLABS][STEPS], const unsigned char* stage,
+                                                     int c, bool first, bool carried) {
+    const unsigned a_base = sp24w_smem(stage + B_STAGE_BYTES), b_base = sp24w_smem(stage);
+#pragma unroll
+    for (int i = 0; i <= SP24W_GROUPS; ++i) {
+        if (i < SP24W_GROUPS) {  // group i: slab i PROMOTE / STEPS, steps from i PROMOTE % STEPS
             const int l = i * PROMOTE / STEPS, k0 = i * PROMOTE % STEPS;
             sp24w_pin(part[i % 2]);
             asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
@@ -410,20 +426,34 @@ __device__ __forceinline__ void sp24w_issue_promoted(float (&acc)[SLABS * PARTS]
                               e[l][k0 + q], q > 0);
             asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
         }
-        if (i > 0) {  // group j = i - 1 retired, i in flight
-            if (i < GROUPS) asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
-            else asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-            const int j = i - 1, l = j * PROMOTE / STEPS;
-            const bool copy = first && j * PROMOTE % STEPS == 0;
-            sp24w_pin(part[j % 2]);
-#pragma unroll
-            for (int p = 0; p < PARTS; ++p)
-#pragma unroll
-                for (int n = 0; n < ACC; ++n)
-                    acc[l * PARTS + p][n] = copy ? part[j % 2][p][n] : acc[l * PARTS + p][n] + part[j % 2][p][n];
+#if INFLIGHT
+        if (i == 0) {  // the previous k-tile's last group retired, group 0 in flight
+            if (carried) {
+                asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+                sp24w_add_group(acc, part[1], SLABS - 1, false);
+            }
+        } else if (i < SP24W_GROUPS) {  // group i - 1 retired, i in flight; the last stays in flight
+            asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+            sp24w_add_group(acc, part[(i - 1) % 2], (i - 1) * PROMOTE / STEPS, first && (i - 1) * PROMOTE % STEPS == 0);
         }
+#else
+        if (i > 0) {  // group j = i - 1 retired, i in flight
+            if (i < SP24W_GROUPS) asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+            else asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+            const int j = i - 1;
+            sp24w_add_group(acc, part[j % 2], j * PROMOTE / STEPS, first && j * PROMOTE % STEPS == 0);
+        }
+#endif
     }
 }
+
+#if INFLIGHT
+// The last k-tile's last group, left in flight by sp24w_issue_promoted, retired and added.
+__device__ __forceinline__ void sp24w_retire_carried(float (&acc)[SLABS * PARTS][ACC], float (&part)[2][PARTS][ACC]) {
+    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+    sp24w_add_group(acc, part[1], SLABS - 1, false);
+}
+#endif
 #endif
 
 // The consumer warp's release of a stage no group in flight reads: its block's empty barrier and, with CLUSTER > 1,
@@ -577,13 +607,44 @@ sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_cons
     // instruction writes the accumulators, which would make ptxas serialise the wgmma
     float acc[SLABS * PARTS][ACC];
 
-#if INFLIGHT == 0
+#if SP24W_PROMOTE
+    float part[2][PARTS][ACC];  // the scratch arrays of the promoted groups
+#endif
+#if INFLIGHT == 0 || SP24W_PROMOTE
     int it = 0;  // k-tiles this block consumed over all its tiles, as the producer counts them
 #endif
     for (int tile = first_tile; tile < cols * rows; tile += tile_step) {
         int m0, n0;
         sp24w_tile(tile, cols, rows, m0, n0);
-#if INFLIGHT == 0
+#if SP24W_PROMOTE && INFLIGHT
+        // k-tiles in pairs, one group carried from the first into the second (sp24w_issue_promoted): both stages are
+        // waited for and both tiles' metadata words loaded (e0, e1: the carried group still reads e0) before the
+        // first group is issued, so that the pair's products are straight-line code. ptxas serialises every wgmma
+        // when scratch registers that a group in flight writes are read after a loop or a branch (a barrier's wait):
+        // it cannot count the groups retired there. The first's stage is released once the carried group retired,
+        // the second's once the pair's last group did, before the next pair. An odd last k-tile goes alone.
+        unsigned e0[SLABS][STEPS], e1[SLABS][STEPS];
+        for (int kt = 0; kt < tiles; kt += 2, it += 2) {
+            const int s0 = it % STAGES, s1 = (it + 1) % STAGES;
+            const bool pair = kt + 1 < tiles;
+            sp24w_wait(bars + 8 * s0, (it / STAGES) & 1);
+            if (pair) sp24w_wait(bars + 8 * s1, ((it + 1) / STAGES) & 1);
+            sp24w_load_meta(e0, smem + s0 * STAGE_BYTES, c, w, lane);
+            if (pair) {
+                sp24w_load_meta(e1, smem + s1 * STAGE_BYTES, c, w, lane);
+                sp24w_issue_promoted(acc, part, e0, smem + s0 * STAGE_BYTES, c, kt == 0, false);
+                sp24w_issue_promoted(acc, part, e1, smem + s1 * STAGE_BYTES, c, false, true);
+                sp24w_retire_carried(acc, part);
+                sp24w_release(bars + 8 * (STAGES + s0), rank, lane);
+                sp24w_release(bars + 8 * (STAGES + s1), rank, lane);
+            } else {
+                sp24w_issue_promoted(acc, part, e0, smem + s0 * STAGE_BYTES, c, kt == 0, false);
+                sp24w_retire_carried(acc, part);
+                sp24w_release(bars + 8 * (STAGES + s0), rank, lane);
+            }
+        }
+        it -= tiles % 2;  // an odd last k-tile counted once
+#elif INFLIGHT == 0
         for (int kt = 0; kt < tiles; ++kt, ++it) {
             const int s = it % STAGES;
             sp24w_wait(bars + 8 * s, (it / STAGES) & 1);
@@ -591,7 +652,7 @@ sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_cons
             unsigned e[SLABS][STEPS];
             sp24w_load_meta(e, stage, c, w, lane);
 #if SP24W_PROMOTE  // each slab's group already retired
-            sp24w_issue_promoted(acc, e, stage, c, kt == 0);
+            sp24w_issue_promoted(acc, part, e, stage, c, kt == 0, false);
 #else
             sp24w_issue(acc, e, stage, c, kt == 0);
             // The metadata words are wgmma input registers: none may be written while a group that reads them is in
@@ -668,31 +729,60 @@ sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_cons
 
 #if B_KMAJOR
 // Bt = B^T for the e4m3 sequence: B (K x N bytes, row-major) into Bt (N x K), so that 8-bit wgmma reads B K-major.
-// A block moves a 64 x 64 tile through shared memory: it reads rows of B (4-byte words where N allows) and writes
-// rows of Bt as 4-byte words, four rows of B each. K is a multiple of 64 (the family's alignment): only N has a tail.
+// It moves K x N bytes each way on every call, so it runs at copy speed: a block takes a 128 x 128 byte tile in
+// 16-byte loads and stores (whole 128-byte lines of B and of Bt). Shared memory holds the tile by rows of B, each
+// 16-byte chunk at chunk ^ (row / 16 % 8), so that both the row stores and the reads down 16 rows are free of bank
+// conflicts. Thread t reads 16 rows x 4 columns (16 words), turns them into 4 rows of Bt x 16 columns of K with byte
+// permutes, and stores 4 x 16 bytes. K is a multiple of 64, so a tile's K is whole or half; N has a tail (bytes
+// where N is not a multiple of 16, which also leaves B's rows unaligned for vectors).
+#define SP24W_T 128
 extern "C" __global__ void __launch_bounds__(256)
 sp24w_transpose_b(const unsigned char* __restrict__ B, unsigned char* __restrict__ Bt, int N, int K)
 {
-    __shared__ unsigned char tile[64][68];  // [k][n], rows padded by a word against bank conflicts
-    const int n0 = blockIdx.x * 64, k0 = blockIdx.y * 64, tid = threadIdx.x;
-    if (N % 4 == 0) {
-        for (int i = tid; i < 64 * 16; i += 256) {
-            const int k = i / 16, n = 4 * (i % 16);
-            const unsigned v = n0 + n < N ? *reinterpret_cast<const unsigned*>(B + (long long)(k0 + k) * N + n0 + n) : 0u;
-            *reinterpret_cast<unsigned*>(&tile[k][n]) = v;
+    __shared__ uint4 tile[SP24W_T][SP24W_T / 16];
+    const int n0 = blockIdx.x * SP24W_T, k0 = blockIdx.y * SP24W_T, tid = threadIdx.x;
+#pragma unroll
+    for (int s = 0; s < SP24W_T * SP24W_T / 16 / 256; ++s) {
+        const int r = (tid + 256 * s) / 8, q = (tid + 256 * s) % 8, n = n0 + 16 * q;
+        const long long at = (long long)(k0 + r) * N + n;
+        uint4 v = make_uint4(0u, 0u, 0u, 0u);
+        if (k0 + r < K) {
+            if (N % 16 == 0) {
+                if (n < N)
+                    v = *reinterpret_cast<const uint4*>(B + at);
+            } else {
+                unsigned w[4] = {0u, 0u, 0u, 0u};
+                for (int b = 0; b < 16 && n + b < N; ++b)
+                    w[b / 4] |= (unsigned)B[at + b] << (8 * (b % 4));
+                v = make_uint4(w[0], w[1], w[2], w[3]);
+            }
         }
-    } else {
-        for (int i = tid; i < 64 * 64; i += 256) {
-            const int k = i / 64, n = i % 64;
-            tile[k][n] = n0 + n < N ? B[(long long)(k0 + k) * N + n0 + n] : (unsigned char)0;
-        }
+        tile[r][q ^ (r / 16 % 8)] = v;
     }
     __syncthreads();
-    for (int i = tid; i < 64 * 16; i += 256) {
-        const int n = i / 16, k = 4 * (i % 16);
-        if (n0 + n < N)
-            *reinterpret_cast<unsigned*>(Bt + (long long)(n0 + n) * K + k0 + k) =
-                tile[k][n] | (unsigned)tile[k + 1][n] << 8 | (unsigned)tile[k + 2][n] << 16 | (unsigned)tile[k + 3][n] << 24;
+    const int kc = tid % 8, g = tid / 8;  // rows 16 kc.. of B (a 16-byte run of K), columns 4 g.. (4 rows of Bt)
+    if (k0 + 16 * kc >= K)
+        return;
+    const unsigned* words = reinterpret_cast<const unsigned*>(tile);
+    unsigned w[16];
+#pragma unroll
+    for (int j = 0; j < 16; ++j)  // row 16 kc + j, word g % 4 of chunk g / 4 (stored at chunk g / 4 ^ kc)
+        w[j] = words[(16 * kc + j) * (SP24W_T / 4) + 4 * ((g / 4) ^ kc) + g % 4];
+    unsigned out[4][4];  // out[i][m]: column 4 g + i, rows 16 kc + 4 m .. + 3
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+        const unsigned lo01 = __byte_perm(w[4 * m], w[4 * m + 1], 0x5140), lo23 = __byte_perm(w[4 * m + 2], w[4 * m + 3], 0x5140);
+        const unsigned hi01 = __byte_perm(w[4 * m], w[4 * m + 1], 0x7362), hi23 = __byte_perm(w[4 * m + 2], w[4 * m + 3], 0x7362);
+        out[0][m] = __byte_perm(lo01, lo23, 0x5410);
+        out[1][m] = __byte_perm(lo01, lo23, 0x7632);
+        out[2][m] = __byte_perm(hi01, hi23, 0x5410);
+        out[3][m] = __byte_perm(hi01, hi23, 0x7632);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const int n = n0 + 4 * g + i;
+        if (n < N)
+            *reinterpret_cast<uint4*>(Bt + (long long)n * K + k0 + 16 * kc) = make_uint4(out[i][0], out[i][1], out[i][2], out[i][3]);
     }
 }
 #endif

@@ -10,9 +10,9 @@ strategy: tensor_core_wgmma
 summary: >
   Hopper 2:4 sparse GEMM in e4m3 (fp16 out) on wgmma.mma_async.sp m64nBNk64, the code of sp24_wgmma_sp compiled
   for 8-bit operands. 8-bit wgmma reads both operands K-major from shared memory, and B is N-major (K x N,
-  row-major), so the sequence first transposes B into the workspace Bt (N x K; a 64 x 64 tile per block through
-  shared memory, K x N bytes read and written once per call, as the dense fp8 baseline transposes B inside every call
-  too), then runs the warp-specialised kernel with B always by TMA: boxes of 128 columns of K x BN rows of Bt, one
+  row-major), so the sequence first transposes B into the workspace Bt (N x K; a 128 x 128 tile per block through
+  shared memory in 16-byte accesses, K x N bytes read and written once per call, as the dense fp8 baseline transposes
+  B inside every call too), then runs the warp-specialised kernel with B always by TMA: boxes of 128 columns of K x BN rows of Bt, one
   128-byte swizzle row each (K-major descriptor, 64 bytes per step). An instruction covers 64 logical columns of K:
   32 bytes of each compressed A row, as in 16-bit, so A's boxes, swizzle and descriptors are the same bytes; all four
   lanes of each quad supply metadata, lane 4g + t the 32 columns 32 (t / 2) .. of row g + 8 (t % 2) (CuTe's
@@ -33,29 +33,30 @@ parameters:
   STAGES: [2, 3, 4, 5, 6, 8]
   LAG: [1]  # paces cp.async copies of B, which this sequence never makes
   CLUSTER: [1, 2]
-  INFLIGHT: [0]  # each instruction's products are promoted within its k-tile
+  INFLIGHT: [0, 1]  # 1: a k-tile's last group stays in flight into the next k-tile
   BTMA: [1]  # Bt always goes by TMA
   RASTER: [1, 4, 8, 16]
   PERSIST: [0, 1]
   CONSUMERS: [2]
-  PROMOTE: [1, 2]  # instructions whose products the tensor core sums before they are added in fp32
+  PROMOTE: [1, 2, 4]  # instructions whose products the tensor core sums before they are added in fp32
 constraints:  # over the parameters and the problem symbols; a choice breaking one is never tried
   - "value_bytes == 1"
   - "BK // 64 % PROMOTE == 0"  # a group's steps lie in one k-tile
+  - "INFLIGHT == 0 or BK // 64 // PROMOTE >= 2"  # the carried group is never a slab's first
   - "LAG + INFLIGHT < STAGES"
   - "BM % (64 * CONSUMERS) == 0"
-  # accumulators, two instructions' scratch accumulators (promotion) and metadata words per consumer thread, within
-  # the 232 registers a consumer gets (128 x 128 x 256: 196)
-  - "(BM // (64 * CONSUMERS) + 2) * BN // 2 + BM // (64 * CONSUMERS) * BK // 64 <= 200"
+  # accumulators, two groups' scratch accumulators (promotion) and metadata words (two arrays with INFLIGHT) per
+  # consumer thread, within the 232 registers a consumer gets (128 x 128 x 256: 196, 200 with INFLIGHT)
+  - "(BM // (64 * CONSUMERS) + 2) * BN // 2 + (1 + INFLIGHT) * BM // (64 * CONSUMERS) * BK // 64 <= 200"
   - "BM % (64 * CLUSTER) == 0"
   - "CLUSTER == 1 or N > BN"
-  - "PERSIST == 0 or (CLUSTER == 1 and INFLIGHT == 0)"
+  - "PERSIST == 0 or CLUSTER == 1"  # the promoted loop counts stages across tiles, with or without INFLIGHT
   - "STAGES * 1024 * ceil_div(BK * BN * value_bytes + BM * BK // 2 * value_bytes + BM * BK // 8, 1024) + 16 * STAGES + 1024 <= 232448"
 workspace:
   Bt: {dtype: value, size: "N * K"}
 kernels:
   - entry: sp24w_transpose_b
-    grid: ["ceil_div(N, 64)", "K // 64", "1"]
+    grid: ["ceil_div(N, 128)", "ceil_div(K, 128)", "1"]
     block: ["256", "1", "1"]
     args: [B, Bt, N, K]
   - entry: sp24_wgmma_sp
