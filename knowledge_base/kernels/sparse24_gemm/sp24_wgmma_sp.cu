@@ -143,19 +143,20 @@ accumulate: fp32
 // e4m3 (SD_DTYPE 3, the sp24_wgmma_sp_fp8 header): 8-bit wgmma reads B only K-major, so B comes transposed (Bt, N x
 // K, made by sp24w_transpose_b in the same sequence) and by TMA alone; an instruction covers 64 columns of K
 #define B_KMAJOR (SD_DTYPE == 3)
-// e4m3 products keep only part of fp32's precision in the instruction's running sum. Measured on the H200 without
-// promotion: up to 0.7% of C's elements beyond the fp32 bound of their own terms at K = 1024
-// (evals/results/issue15_h200/gpu_tests_fp8_session13_unpromoted_h200.txt); promoted every 4 instructions, still 10
-// elements past the family's e4m3 bound at 512 x 768 x 8186 (explore_fp8_session13_promoted4_h200.txt). So every
-// PROMOTE instructions (1 or 2) put their products into scratch accumulators that plain fp32 adds then fold into the
-// tile's (promotion, as the dense fp8 libraries do by default; sp24w_issue_promoted). The two scratch arrays (BN more
-// registers) need the producer's registers: 40 for it, 232 for each of the two consumers (128 * 40 + 256 * 232 <=
-// 65536); ptxas fits each instruction within the launch's 168.
-// With INFLIGHT = 1 the k-tile's last group stays in flight into the next k-tile (the next tile's first group is
-// issued before it is retired and added), so that no consumer drains the tensor cores at every k-tile boundary.
+// e4m3 products keep only part of fp32's precision in the instruction's running sum (each product is cut to a unit
+// of the instruction's largest: sparse24_gemm's ALIGNED_SUM_BITS). Left in the accumulator over the whole K, up to
+// 0.7% of C's elements fell beyond the fp32 bound at K = 1024 on the H200
+// (evals/results/issue15_h200/gpu_tests_fp8_session13_unpromoted_h200.txt). So every PROMOTE instructions (1, 2 or
+// 4) put their products into scratch accumulators that plain fp32 adds then fold into the tile's (promotion, as the
+// dense fp8 libraries do by default; sp24w_issue_promoted). The two scratch arrays (BN more registers) need the
+// producer's registers: 40 for it, 232 for each of the two consumers (128 * 40 + 256 * 232 <= 65536); ptxas fits
+// each instruction within the launch's 168. A group carried across k-tiles (INFLIGHT 1) was tried in session 14:
+// ptxas serialises every wgmma when scratch registers of a group in flight are read after a barrier's wait loop, and
+// carrying only within straight-line pairs of k-tiles (both stages waited for first) measured 773 us at 8192^3
+// against 726 us without (evals/results/issue15_h200/explore_fp8_session14_h200.txt), so INFLIGHT stays 0.
 #define SP24W_PROMOTE B_KMAJOR
-#if SP24W_PROMOTE && INFLIGHT && (BK / 64 / PROMOTE < 2)
-#error "a group carried into the next k-tile needs at least two groups per slab and k-tile"
+#if SP24W_PROMOTE && INFLIGHT
+#error "e4m3 promotes each instruction's products within its k-tile: INFLIGHT 0 only"
 #endif
 #if SP24W_PROMOTE
 #define PRODUCER_REGS "40"
@@ -389,32 +390,20 @@ __device__ __forceinline__ void sp24w_issue(float (&acc)[SLABS * PARTS][ACC], co
 // One tile's products of consumer warpgroup c, promoted (see SP24W_PROMOTE): PROMOTE instructions (of one slab, steps
 // in a row) make one group into one of two scratch arrays, the first overwriting it; once the next group is issued,
 // wait_group 1 retires it and plain fp32 adds fold it into the slab's accumulators (`first`: the first tile, whose
-// step 0 copies). So one group stays in flight while the last one's products are added. Each instruction's 64
-// products per thread cost 64 adds on each scheduler, about as many issue cycles as the instruction's tensor-core
-// time (an estimate from the rated e4m3 2:4 peak, not profiled): PROMOTE 2 halves them. `carried` (INFLIGHT 1): the
-// previous k-tile's last group is still in flight; it is retired and added once this tile's first group is issued,
-// and this tile's last group is left in flight in turn (sp24w_retire_carried adds it after the tile's last k-tile).
-// The tile's group count is even (at least two per slab), so a group's scratch array depends only on its place in
-// the tile and the carried one (the last) is part[1], never a slab's first (no copy).
-__device__ __forceinline__ void sp24w_add_group(float (&acc)[SLABS * PARTS][ACC], float (&part)[PARTS][ACC], int l,
-                                                bool copy) {
-    sp24w_pin(part);
-#pragma unroll
-    for (int p = 0; p < PARTS; ++p)
-#pragma unroll
-        for (int n = 0; n < ACC; ++n)
-            acc[l * PARTS + p][n] = copy ? part[p][n] : acc[l * PARTS + p][n] + part[p][n];
-}
-
-constexpr int SP24W_GROUPS = SLABS * STEPS / PROMOTE;
-
-__device__ __forceinline__ void sp24w_issue_promoted(float (&acc)[SLABS * PARTS][ACC], float (&part)[2][PARTS][ACC],
-                                                     const unsigned (&e)[SLABS][STEPS], const unsigned char* stage,
-                                                     int c, bool first, bool carried) {
+// step 0 copies). So one group stays in flight while the last one's products are added, and the other consumer
+// warpgroup keeps the tensor cores busy across each tile's last wait. Each instruction's 64 products per thread cost
+// 64 adds on each scheduler, about as many issue cycles as the instruction's tensor-core time (an estimate from the
+// rated e4m3 2:4 peak, not profiled). At 8192^3 the product alone took 912 us promoted every instruction, 715 us
+// every 2 and 872 us every 4, where a k-tile's single group leaves nothing in flight while it is added
+// (evals/results/issue15_h200/fp8_transpose_share_session14_h200.txt).
+__device__ __forceinline__ void sp24w_issue_promoted(float (&acc)[SLABS * PARTS][ACC], const unsigned (&e)[SLABS][STEPS],
+                                                     const unsigned char* stage, int c, bool first) {
+    constexpr int GROUPS = SLABS * STEPS / PROMOTE;
     const unsigned a_base = sp24w_smem(stage + B_STAGE_BYTES), b_base = sp24w_smem(stage);
+    float part[2][PARTS][ACC];
 #pragma unroll
-    for (int i = 0; i <= SP24W_GROUPS; ++i) {
-        if (i < SP24W_GROUPS) {  // group i: slab i PROMOTE / STEPS, steps from i PROMOTE % STEPS
+    for (int i = 0; i <= GROUPS; ++i) {
+        if (i < GROUPS) {  // group i: slab i PROMOTE / STEPS, steps from i PROMOTE % STEPS
             const int l = i * PROMOTE / STEPS, k0 = i * PROMOTE % STEPS;
             sp24w_pin(part[i % 2]);
             asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
@@ -426,34 +415,20 @@ __device__ __forceinline__ void sp24w_issue_promoted(float (&acc)[SLABS * PARTS]
                               e[l][k0 + q], q > 0);
             asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
         }
-#if INFLIGHT
-        if (i == 0) {  // the previous k-tile's last group retired, group 0 in flight
-            if (carried) {
-                asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
-                sp24w_add_group(acc, part[1], SLABS - 1, false);
-            }
-        } else if (i < SP24W_GROUPS) {  // group i - 1 retired, i in flight; the last stays in flight
-            asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
-            sp24w_add_group(acc, part[(i - 1) % 2], (i - 1) * PROMOTE / STEPS, first && (i - 1) * PROMOTE % STEPS == 0);
-        }
-#else
         if (i > 0) {  // group j = i - 1 retired, i in flight
-            if (i < SP24W_GROUPS) asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
+            if (i < GROUPS) asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
             else asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-            const int j = i - 1;
-            sp24w_add_group(acc, part[j % 2], j * PROMOTE / STEPS, first && j * PROMOTE % STEPS == 0);
+            const int j = i - 1, l = j * PROMOTE / STEPS;
+            const bool copy = first && j * PROMOTE % STEPS == 0;
+            sp24w_pin(part[j % 2]);
+#pragma unroll
+            for (int p = 0; p < PARTS; ++p)
+#pragma unroll
+                for (int n = 0; n < ACC; ++n)
+                    acc[l * PARTS + p][n] = copy ? part[j % 2][p][n] : acc[l * PARTS + p][n] + part[j % 2][p][n];
         }
-#endif
     }
 }
-
-#if INFLIGHT
-// The last k-tile's last group, left in flight by sp24w_issue_promoted, retired and added.
-__device__ __forceinline__ void sp24w_retire_carried(float (&acc)[SLABS * PARTS][ACC], float (&part)[2][PARTS][ACC]) {
-    asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-    sp24w_add_group(acc, part[1], SLABS - 1, false);
-}
-#endif
 #endif
 
 // The consumer warp's release of a stage no group in flight reads: its block's empty barrier and, with CLUSTER > 1,
@@ -607,44 +582,13 @@ sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_cons
     // instruction writes the accumulators, which would make ptxas serialise the wgmma
     float acc[SLABS * PARTS][ACC];
 
-#if SP24W_PROMOTE
-    float part[2][PARTS][ACC];  // the scratch arrays of the promoted groups
-#endif
-#if INFLIGHT == 0 || SP24W_PROMOTE
+#if INFLIGHT == 0
     int it = 0;  // k-tiles this block consumed over all its tiles, as the producer counts them
 #endif
     for (int tile = first_tile; tile < cols * rows; tile += tile_step) {
         int m0, n0;
         sp24w_tile(tile, cols, rows, m0, n0);
-#if SP24W_PROMOTE && INFLIGHT
-        // k-tiles in pairs, one group carried from the first into the second (sp24w_issue_promoted): both stages are
-        // waited for and both tiles' metadata words loaded (e0, e1: the carried group still reads e0) before the
-        // first group is issued, so that the pair's products are straight-line code. ptxas serialises every wgmma
-        // when scratch registers that a group in flight writes are read after a loop or a branch (a barrier's wait):
-        // it cannot count the groups retired there. The first's stage is released once the carried group retired,
-        // the second's once the pair's last group did, before the next pair. An odd last k-tile goes alone.
-        unsigned e0[SLABS][STEPS], e1[SLABS][STEPS];
-        for (int kt = 0; kt < tiles; kt += 2, it += 2) {
-            const int s0 = it % STAGES, s1 = (it + 1) % STAGES;
-            const bool pair = kt + 1 < tiles;
-            sp24w_wait(bars + 8 * s0, (it / STAGES) & 1);
-            if (pair) sp24w_wait(bars + 8 * s1, ((it + 1) / STAGES) & 1);
-            sp24w_load_meta(e0, smem + s0 * STAGE_BYTES, c, w, lane);
-            if (pair) {
-                sp24w_load_meta(e1, smem + s1 * STAGE_BYTES, c, w, lane);
-                sp24w_issue_promoted(acc, part, e0, smem + s0 * STAGE_BYTES, c, kt == 0, false);
-                sp24w_issue_promoted(acc, part, e1, smem + s1 * STAGE_BYTES, c, false, true);
-                sp24w_retire_carried(acc, part);
-                sp24w_release(bars + 8 * (STAGES + s0), rank, lane);
-                sp24w_release(bars + 8 * (STAGES + s1), rank, lane);
-            } else {
-                sp24w_issue_promoted(acc, part, e0, smem + s0 * STAGE_BYTES, c, kt == 0, false);
-                sp24w_retire_carried(acc, part);
-                sp24w_release(bars + 8 * (STAGES + s0), rank, lane);
-            }
-        }
-        it -= tiles % 2;  // an odd last k-tile counted once
-#elif INFLIGHT == 0
+#if INFLIGHT == 0
         for (int kt = 0; kt < tiles; ++kt, ++it) {
             const int s = it % STAGES;
             sp24w_wait(bars + 8 * s, (it / STAGES) & 1);
@@ -652,7 +596,7 @@ sp24_wgmma_sp(const __grid_constant__ sp24w_tensor_map tmap_A, const __grid_cons
             unsigned e[SLABS][STEPS];
             sp24w_load_meta(e, stage, c, w, lane);
 #if SP24W_PROMOTE  // each slab's group already retired
-            sp24w_issue_promoted(acc, part, e, stage, c, kt == 0, false);
+            sp24w_issue_promoted(acc, e, stage, c, kt == 0);
 #else
             sp24w_issue(acc, e, stage, c, kt == 0);
             // The metadata words are wgmma input registers: none may be written while a group that reads them is in

@@ -11,20 +11,19 @@ summary: >
   Hopper 2:4 sparse GEMM in e4m3 (fp16 out) on wgmma.mma_async.sp m64nBNk64, the code of sp24_wgmma_sp compiled
   for 8-bit operands. 8-bit wgmma reads both operands K-major from shared memory, and B is N-major (K x N,
   row-major), so the sequence first transposes B into the workspace Bt (N x K; a 128 x 128 tile per block through
-  shared memory in 16-byte accesses, K x N bytes read and written once per call, as the dense fp8 baseline transposes
-  B inside every call too), then runs the warp-specialised kernel with B always by TMA: boxes of 128 columns of K x BN rows of Bt, one
-  128-byte swizzle row each (K-major descriptor, 64 bytes per step). An instruction covers 64 logical columns of K:
-  32 bytes of each compressed A row, as in 16-bit, so A's boxes, swizzle and descriptors are the same bytes; all four
-  lanes of each quad supply metadata, lane 4g + t the 32 columns 32 (t / 2) .. of row g + 8 (t % 2) (CuTe's
+  shared memory in 16-byte accesses: 39 us at 8192^2 bytes, a plain copy 36 us; the fp8 baselines use the same
+  transposition), then runs the warp-specialised kernel with B always by TMA: boxes of 128 columns of K x BN rows of
+  Bt, one 128-byte swizzle row each (K-major descriptor, 64 bytes per step). An instruction covers 64 logical columns
+  of K: 32 bytes of each compressed A row, as in 16-bit, so A's boxes, swizzle and descriptors are the same bytes; all
+  four lanes of each quad supply metadata, lane 4g + t the 32 columns 32 (t / 2) .. of row g + 8 (t % 2) (CuTe's
   ELayout_64x64), assembled from two stored words with one byte permute. e4m3 instructions keep fewer bits than
   fp32 in their running sum, so every PROMOTE instructions write one of two scratch arrays and their products are
   added into fp32 accumulators while the next ones run (SP24W_PROMOTE); the scratch arrays limit tiles to 128 x 128
-  or 256 x 64. PROMOTE 2 halves the adds (not yet measured).
-  Pipeline, clusters, raster order, persistence and epilogue as in sp24_wgmma_sp. H200, 8192^3 (session 13,
-  evals/results/issue15_h200/explore_fp8_session13_h200.txt): 956 us persistent at 128 x 128 x 256, 4 stages (1150
-  dense-equivalent TFLOP/s), 1.18x dense fp8 cuBLASLt (1125 us), 0.89x cuSPARSELt (848 us; its result's
-  norm-wise error is 6x cuBLASLt's, 1.3e-3 against 2.3e-4, as cuBLASLt's without promotion); 980-984 us launched per
-  tile; a 2-block cluster sharing A 1455 us (explore_fp8_session13_clusters_h200.txt; slower in 16-bit too).
+  or 256 x 64. Pipeline, clusters, raster order, persistence and epilogue as in sp24_wgmma_sp. H200, 8192^3
+  (session 14, evals/results/issue15_h200/explore_fp8_session14_h200.txt): 726 us persistent at 128 x 128 x 256, 4
+  stages, promoted every 2 instructions (1515 dense-equivalent TFLOP/s), 1.05x dense fp8 cuBLASLt, 0.73x cuSPARSELt
+  (528 us; its result's norm-wise error is 6x cuBLASLt's, as cuBLASLt's without promotion); every instruction 951
+  us, every 4 913 us; 980-984 us launched per tile and 1455 us in 2-block clusters (session 13, every instruction).
 preparation: epilogue_operands
 parameters:
   BM: [128, 256]
@@ -33,7 +32,7 @@ parameters:
   STAGES: [2, 3, 4, 5, 6, 8]
   LAG: [1]  # paces cp.async copies of B, which this sequence never makes
   CLUSTER: [1, 2]
-  INFLIGHT: [0, 1]  # 1: a k-tile's last group stays in flight into the next k-tile
+  INFLIGHT: [0]  # each group's products are promoted within its k-tile
   BTMA: [1]  # Bt always goes by TMA
   RASTER: [1, 4, 8, 16]
   PERSIST: [0, 1]
@@ -42,15 +41,14 @@ parameters:
 constraints:  # over the parameters and the problem symbols; a choice breaking one is never tried
   - "value_bytes == 1"
   - "BK // 64 % PROMOTE == 0"  # a group's steps lie in one k-tile
-  - "INFLIGHT == 0 or BK // 64 // PROMOTE >= 2"  # the carried group is never a slab's first
   - "LAG + INFLIGHT < STAGES"
   - "BM % (64 * CONSUMERS) == 0"
-  # accumulators, two groups' scratch accumulators (promotion) and metadata words (two arrays with INFLIGHT) per
-  # consumer thread, within the 232 registers a consumer gets (128 x 128 x 256: 196, 200 with INFLIGHT)
-  - "(BM // (64 * CONSUMERS) + 2) * BN // 2 + (1 + INFLIGHT) * BM // (64 * CONSUMERS) * BK // 64 <= 200"
+  # accumulators, two groups' scratch accumulators (promotion) and metadata words per consumer thread, within the
+  # 232 registers a consumer gets (128 x 128 x 256: 196)
+  - "(BM // (64 * CONSUMERS) + 2) * BN // 2 + BM // (64 * CONSUMERS) * BK // 64 <= 200"
   - "BM % (64 * CLUSTER) == 0"
   - "CLUSTER == 1 or N > BN"
-  - "PERSIST == 0 or CLUSTER == 1"  # the promoted loop counts stages across tiles, with or without INFLIGHT
+  - "PERSIST == 0 or (CLUSTER == 1 and INFLIGHT == 0)"
   - "STAGES * 1024 * ceil_div(BK * BN * value_bytes + BM * BK // 2 * value_bytes + BM * BK // 8, 1024) + 16 * STAGES + 1024 <= 232448"
 workspace:
   Bt: {dtype: value, size: "N * K"}
