@@ -3,12 +3,13 @@ for each PROMOTE of the planner's start, beside dense fp8 cuBLASLt's own two ste
 same bytes (the transposition's floor: K x N bytes read and written). Each timed with the harness's time_call and L2
 flush; the sequence's C is checked against the float64 reference norm-wise (the verifier judges it element-wise).
 
-    python3 bench/fp8_transpose_share.py OUT_JSON
+    [FP8_PROMOTE=1,2,4] python3 bench/fp8_transpose_share.py OUT_JSON
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -25,7 +26,7 @@ from sparseditto.tools.timing import L2Flusher, time_call
 from fp8_accumulation import load_sequence  # the sibling bench script (run from bench/)
 
 SIZE = 8192
-PROMOTE = (1, 2, 4)
+PROMOTE = tuple(int(v) for v in os.environ.get("FP8_PROMOTE", "1,2,4").split(","))  # ncu8 takes one
 
 
 def main(out_json: str) -> None:

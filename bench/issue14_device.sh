@@ -13,6 +13,8 @@
 #   suite no longer fits one call).
 # setup: only the installation above (for scripts run directly after it in the same call).
 # ncu24: Nsight Compute's full set on the Hopper 2:4 kernel at 4096^3 fp16, with a digest of its sections.
+# ncu8: the same on the e4m3 product at 8192^3, promoted every 2 instructions (the planner's start), its first launch
+#   in bench/fp8_transpose_share.py.
 # sp24: the sparse24 suite's specs named by ONLY (comma-separated ids) through `sparseditto eval run --only`, budget
 #   BUDGET (default 2), cut off at EVAL_SECONDS.
 # final: the 2:4 family's 4096^3 and decode specs through the pipeline (budget 2), then `spmv` on five matrices.
@@ -73,6 +75,12 @@ case $what in
     ncu --import "$out/sp24_wgmma.ncu-rep" --page raw --csv > "$out/sp24_wgmma_raw.csv" 2>&1
     python3 bench/ncu_digest.py "$out/sp24_wgmma_details.csv" | tee "$out/sp24_wgmma_digest.txt" | head -n 60
     python3 bench/ncu_digest.py --raw "$out/sp24_wgmma_raw.csv" > "$out/sp24_wgmma_raw_metrics.txt"
+    ;;
+  ncu8)
+    FP8_PROMOTE=2 timeout ${NCU_SECONDS:-300} ncu --target-processes all -k regex:sp24_wgmma_sp -c 1 --set full \
+      --import-source no -f -o "$out/sp24_fp8" python3 bench/fp8_transpose_share.py "$out/fp8_transpose_share.json" 2>&1 | tail -n 4
+    ncu --import "$out/sp24_fp8.ncu-rep" --page details --csv > "$out/sp24_fp8_details.csv" 2>&1
+    python3 bench/ncu_digest.py "$out/sp24_fp8_details.csv" | tee "$out/sp24_fp8_digest.txt" | head -n 60
     ;;
   sp24)  # the 2:4 suite's specs named by ONLY through the pipeline, each side by side with every baseline (a new
     # results folder per call: a warm machine keeps the last one's)
