@@ -195,10 +195,13 @@ def _aligned_sum(acc: np.ndarray, products: np.ndarray, bits: int) -> np.ndarray
     return np.trunc(acc / unit) * unit + (np.trunc(products / unit[..., None]) * unit[..., None]).sum(axis=-1)
 
 
-def test_e4m3_bounds_admit_promoted_aligned_sums_and_refuse_fp16_sums_and_dropped_terms():
-    """The e4m3 bound adds 2^-10 of each element's condition (ALIGNED_SUM_BITS): it admits instructions that keep 13
-    bits below their largest term, promoted to fp32 every four instructions (k64 each), and still refuses a sum kept
-    in fp16 and a dropped product; fp16 and bf16 keep the plain fp32 bound."""
+def test_e4m3_bounds_admit_promoted_aligned_sums_and_refuse_dropped_terms():
+    """The e4m3 bound adds 2^-10 of each element's condition (ALIGNED_SUM_BITS, fitted to what the H200's e4m3
+    instructions measured): it admits instructions modelled as keeping 13 bits below their largest term, promoted to
+    fp32 every four instructions (k64 each; the hardware measured larger errors than this model), and refuses a
+    dropped product. A sum kept in fp16 has its worst element refused on this draw (1.4 times the bound) but most
+    within: at this allowance the per-element check does not tell e4m3 accumulation from fp16 accumulation, only
+    the norm-wise error does (evals/results/issue15_h200.md, session 14). fp16 and bf16 keep the plain fp32 bound."""
     assert FAMILY.make_problem(spec(), seed=1).outputs["C"].aligned_sum_bits is None
     p = FAMILY.make_problem(spec(K=1024, dtype="fp8_e4m3"), seed=5)
     assert p.outputs["C"].aligned_sum_bits == 10

@@ -295,20 +295,50 @@ def e4m3(bits):
 VALUES = {"fp16": f16, "bf16": bf16, "fp8_e4m3": e4m3}
 
 
+def byte_perm(x, y, selector):
+    """__byte_perm: byte i of the result is byte (selector >> 4 i) & 7 of y:x."""
+    both = [(x >> 8 * i) & 0xFF for i in range(4)] + [(y >> 8 * i) & 0xFF for i in range(4)]
+    return sum(both[(selector >> 4 * i) & 7] << 8 * i for i in range(4))
+
+
 def transpose_b(b, N, K):
-    """sp24w_transpose_b over its whole grid (B's bytes, flat): Bt's bytes, flat; every byte written once."""
+    """sp24w_transpose_b over its whole grid (B's bytes, flat): Bt's bytes, flat; every byte written once. Each block
+    stores a 128 x 128 tile's 16-byte chunks at chunk ^ (row / 16 % 8), then thread t reads 16 words down the rows
+    16 (t % 8) .. at column word t / 8 and turns them into 4 rows of Bt with byte permutes."""
     bt = np.full(N * K, -1, np.int16)  # the runner's 0xFF fill, told apart from any byte written
-    for n0 in range(0, N, 64):
-        for k0 in range(0, K, 64):  # K is a multiple of 64
-            tile = np.zeros((64, 68), np.uint8)
-            for k in range(64):
-                for n in range(64):  # the word path reads 4 columns at once, zero past N: the same bytes
-                    tile[k, n] = b[(k0 + k) * N + n0 + n] if n0 + n < N else 0
-            for n in range(64):
-                if n0 + n < N:
-                    for k in range(0, 64, 4):
-                        assert (bt[(n0 + n) * K + k0 + k:(n0 + n) * K + k0 + k + 4] == -1).all()
-                        bt[(n0 + n) * K + k0 + k:(n0 + n) * K + k0 + k + 4] = tile[k:k + 4, n]
+    for n0 in range(0, N, 128):
+        for k0 in range(0, K, 128):  # K is a multiple of 64: the last tile may be half
+            tile = np.zeros((128, 8, 16), np.uint8)
+            for i in range(128 * 8):
+                r, q = i // 8, i % 8
+                n, chunk = n0 + 16 * q, np.zeros(16, np.uint8)
+                if k0 + r < K:
+                    if N % 16 == 0:  # 16-byte loads, whole chunks in or out
+                        if n < N:
+                            chunk = b[(k0 + r) * N + n:(k0 + r) * N + n + 16]
+                    else:
+                        for j in range(16):
+                            if n + j < N:
+                                chunk[j] = b[(k0 + r) * N + n + j]
+                tile[r, q ^ (r // 16 % 8)] = chunk
+            words = tile.reshape(-1).view("<u4")
+            for tid in range(256):
+                kc, g = tid % 8, tid // 8
+                if k0 + 16 * kc >= K:
+                    continue
+                w = [int(words[(16 * kc + j) * 32 + 4 * ((g // 4) ^ kc) + g % 4]) for j in range(16)]
+                out = np.zeros((4, 4), np.uint32)
+                for m in range(4):
+                    lo01, lo23 = byte_perm(w[4 * m], w[4 * m + 1], 0x5140), byte_perm(w[4 * m + 2], w[4 * m + 3], 0x5140)
+                    hi01, hi23 = byte_perm(w[4 * m], w[4 * m + 1], 0x7362), byte_perm(w[4 * m + 2], w[4 * m + 3], 0x7362)
+                    out[:, m] = (byte_perm(lo01, lo23, 0x5410), byte_perm(lo01, lo23, 0x7632),
+                                 byte_perm(hi01, hi23, 0x5410), byte_perm(hi01, hi23, 0x7632))
+                for i in range(4):
+                    n = n0 + 4 * g + i
+                    if n < N:
+                        at = n * K + k0 + 16 * kc
+                        assert (bt[at:at + 16] == -1).all()
+                        bt[at:at + 16] = out[i].view(np.uint8)
     assert (bt >= 0).all()
     return bt.astype(np.uint8)
 
@@ -443,9 +473,10 @@ CASES = [
     ("fp16", {"BM": 192, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "BTMA": 1, "RASTER": 4, "PERSIST": 1,
               "CONSUMERS": 3}, (560, 320, 200)),
     # e4m3 (sp24_wgmma_sp_fp8): B transposed, then by TMA K-major. Slabs past M, 2.5 k-tiles (zero fill past K in
-    # A, metadata and Bt), N a multiple of 4 with a tail inside the last tile (the transposition's word path)
+    # A, metadata and Bt; the transposition's last tile half), N a multiple of 16 with a tail inside the last tile
+    # (the transposition's 16-byte path)
     ("fp8_e4m3", {"BM": 128, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "BTMA": 1, "RASTER": 1, "PERSIST": 0},
-     (208, 320, 200)),
+     (208, 320, 208)),
     # two slabs per consumer, two Bt boxes per stage (BK 256), N odd (the transposition's byte path), bands of 4 rows
     ("fp8_e4m3", {"BM": 256, "BN": 128, "BK": 256, "STAGES": 3, "LAG": 1, "CLUSTER": 1, "BTMA": 1, "RASTER": 4, "PERSIST": 0},
      (272, 448, 125)),

@@ -21,7 +21,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sparseditto.tools.baselines import baseline_calls, candidates, cusparselt, libraries_for, sparse24_dense
+from sparseditto.knowledge_base.library import get_kernel
+from sparseditto.tools.baselines import (
+    baseline_calls, byte_transpose, candidates, cusparselt, libraries_for, sparse24_dense,
+)
 from sparseditto.tools.dtypes import dtype as dtype_info
 from sparseditto.tools.dtypes import to_float64, to_storage
 from sparseditto.tools.families.base import Output, Problem
@@ -42,7 +45,6 @@ def fake_decompress(values, meta, M, K):
 def fake_compression(monkeypatch):
     importlib.import_module("sparseditto.tools.families.sparse24_gemm")  # the real family first: the fp8 baselines
     # compile its kernel library's transposition (byte_transpose), and the library imports every family
-
     module = types.ModuleType(COMPRESSION)
     module.decompress = fake_decompress
     monkeypatch.setitem(sys.modules, COMPRESSION, module)
@@ -636,3 +638,24 @@ def test_the_librarys_rejection_and_a_matrix_2_4_along_m_each_say_so(stand_in_di
     along_m = np.ascontiguousarray(_two_of_four(16, 8, seed=4).T)
     with pytest.raises(ValueError, match="A is not 2:4 along K as matB 16x8 col-major ld 16, op N reads it"):
         build(layout, a=along_m)
+
+
+def test_the_fp8_baselines_transpose_b_with_the_sequences_kernel_as_its_header_launches_it(monkeypatch):
+    """byte_transpose launches sp24w_transpose_b with the grid, block and argument order of the e4m3 sequence's own
+    launch entry (ceil(N / 128) x ceil(K / 128) blocks of 256), and falls back to CuPy's copy where the kernel does
+    not compile."""
+    launched, copies = [], []
+    fake = types.SimpleNamespace(int32=np.int32, cuda=types.SimpleNamespace(Device=lambda: types.SimpleNamespace(id=0)),
+                                 copyto=lambda dst, src: copies.append((dst, src)))
+    monkeypatch.setitem(sys.modules, "cupy", fake)
+    entry = next(k for k in get_kernel("sp24_wgmma_sp_fp8").kernels if k.entry == "sp24w_transpose_b")
+    src, dst = np.zeros((1088, 400), np.uint8), np.zeros((400, 1088), np.uint8)
+    monkeypatch.setattr(byte_transpose, "_transposition",
+                        lambda device: (lambda grid, block, args: launched.append((grid, block, args)), entry))
+    byte_transpose.byte_transposer(src, dst)()
+    (grid, block, args), = launched
+    assert grid == (4, 9, 1) and block == (256, 1, 1)
+    assert args[0] is src and args[1] is dst and args[2:] == (400, 1088)
+    monkeypatch.setattr(byte_transpose, "_transposition", lambda device: None)
+    byte_transpose.byte_transposer(src, dst)()
+    assert copies[0][0] is dst and copies[0][1].shape == (400, 1088)

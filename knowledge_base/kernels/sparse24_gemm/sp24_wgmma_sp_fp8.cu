@@ -23,7 +23,8 @@ summary: >
   (session 14, evals/results/issue15_h200/explore_fp8_session14_h200.txt): 726 us persistent at 128 x 128 x 256, 4
   stages, promoted every 2 instructions (1515 dense-equivalent TFLOP/s), 1.05x dense fp8 cuBLASLt, 0.73x cuSPARSELt
   (528 us; its result's norm-wise error is 6x cuBLASLt's, as cuBLASLt's without promotion); every instruction 951
-  us, every 4 913 us; 980-984 us launched per tile and 1455 us in 2-block clusters (session 13, every instruction).
+  us, every 4 913 us (explore_fp8_session14_fair_baselines_h200.txt); 980-984 us launched per tile and 1455 us in
+  2-block clusters (session 13, every instruction).
 preparation: epilogue_operands
 parameters:
   BM: [128, 256]
