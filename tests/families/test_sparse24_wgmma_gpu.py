@@ -29,13 +29,15 @@ VARIANTS = [{"BM": 256, "BN": 128, "BK": 64, "STAGES": 6, "LAG": 2, "CLUSTER": c
 
 # e4m3 (sp24_wgmma_sp_fp8): the start (128 x 128, persistent, products added every 2 instructions), k-tiles of 128 in
 # clusters (every 2), two slabs of 64 columns (every instruction), the start launched per tile and added every 4, two
-# slabs of 64 columns in clusters (every instruction); K = 1088 is 8.5 k-tiles of 128 and 4.25 of 256;
+# slabs of 64 columns in clusters (every instruction), 256 x 128 persistent with one scratch array (SCRATCH 1, M = 528
+# a tail of 16 rows in the third tile row); K = 1088 is 8.5 k-tiles of 128 and 4.25 of 256;
 # N = 400 takes the transposition's 16-byte path, the held-out N tails its byte path
 FP8_VARIANTS = [WGMMA_FP8_START,
-                {"BM": 128, "BN": 128, "BK": 128, "STAGES": 6, "LAG": 1, "CLUSTER": 2, "INFLIGHT": 0, "BTMA": 1, "RASTER": 1, "PERSIST": 0, "CONSUMERS": 2, "PROMOTE": 2},
-                {"BM": 256, "BN": 64, "BK": 256, "STAGES": 4, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 1, "RASTER": 8, "PERSIST": 0, "CONSUMERS": 2, "PROMOTE": 1},
-                {"BM": 128, "BN": 128, "BK": 256, "STAGES": 4, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 1, "RASTER": 4, "PERSIST": 0, "CONSUMERS": 2, "PROMOTE": 4},
-                {"BM": 256, "BN": 64, "BK": 128, "STAGES": 6, "LAG": 1, "CLUSTER": 2, "INFLIGHT": 0, "BTMA": 1, "RASTER": 1, "PERSIST": 0, "CONSUMERS": 2, "PROMOTE": 1}]
+                {"BM": 128, "BN": 128, "BK": 128, "STAGES": 6, "LAG": 1, "CLUSTER": 2, "INFLIGHT": 0, "BTMA": 1, "RASTER": 1, "PERSIST": 0, "CONSUMERS": 2, "PROMOTE": 2, "SCRATCH": 2},
+                {"BM": 256, "BN": 64, "BK": 256, "STAGES": 4, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 1, "RASTER": 8, "PERSIST": 0, "CONSUMERS": 2, "PROMOTE": 1, "SCRATCH": 2},
+                {"BM": 128, "BN": 128, "BK": 256, "STAGES": 4, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 1, "RASTER": 4, "PERSIST": 0, "CONSUMERS": 2, "PROMOTE": 4, "SCRATCH": 2},
+                {"BM": 256, "BN": 64, "BK": 128, "STAGES": 6, "LAG": 1, "CLUSTER": 2, "INFLIGHT": 0, "BTMA": 1, "RASTER": 1, "PERSIST": 0, "CONSUMERS": 2, "PROMOTE": 1, "SCRATCH": 2},
+                {"BM": 256, "BN": 128, "BK": 128, "STAGES": 6, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0, "BTMA": 1, "RASTER": 8, "PERSIST": 1, "CONSUMERS": 2, "PROMOTE": 2, "SCRATCH": 1}]
 
 
 @pytest.mark.gpu

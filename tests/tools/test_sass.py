@@ -136,7 +136,8 @@ def test_the_e4m3_kernel_promotes_each_groups_products_with_the_next_in_flight(b
     the fp32 accumulators; the consumers take the producer's registers (setmaxnreg 232 / 40), nothing in local
     memory, no register of a group rewritten while it is in flight."""
     listing = _hopper_2to4_listing({"BM": 128, "BN": 128, "BK": bk, "STAGES": 4, "LAG": 1, "CLUSTER": 1, "INFLIGHT": 0,
-                                    "BTMA": 1, "RASTER": 8, "PERSIST": 0, "CONSUMERS": 2, "PROMOTE": promote}, "fp8_e4m3")
+                                    "BTMA": 1, "RASTER": 8, "PERSIST": 0, "CONSUMERS": 2, "PROMOTE": promote,
+                                    "SCRATCH": 2}, "fp8_e4m3")
     lines = listing.splitlines()
     products = [line for line in lines if "QGMMA.SP.64x128x64.F32.E4M3.E4M3" in line]
     groups = bk // 64 // promote
@@ -149,6 +150,27 @@ def test_the_e4m3_kernel_promotes_each_groups_products_with_the_next_in_flight(b
     assert waits == ["0x1"] * (groups - 1) + ["0x0"]
     assert "USETMAXREG.TRY_ALLOC.CTAPOOL UP0, 0xe8" in listing and "USETMAXREG.DEALLOC.CTAPOOL 0x28" in listing
     assert sum("FADD" in line for line in lines) >= 64 * (groups - 1)  # scratch values added in (the first copied)
+    assert "STL" not in listing and "LDL" not in listing
+    assert wgmma_register_hazards(listing) == []
+
+
+@pytest.mark.skipif(find_disassembler() is None, reason="nvdisasm not installed")
+@pytest.mark.parametrize(("bk", "stages"), [(128, 6), (256, 3)])
+def test_the_e4m3_kernel_with_one_scratch_array_retires_each_group_before_the_next_at_256_x_128(bk, stages):
+    """SCRATCH 1 (256 x 128 tiles, two slabs per consumer): every group of PROMOTE 2 instructions goes into the same
+    scratch registers, so each is retired by a full wait (DEPBAR 0) before the next is issued; 128 accumulators and
+    64 scratch registers fit the consumers' 232 without local memory or hazards."""
+    listing = _hopper_2to4_listing({"BM": 256, "BN": 128, "BK": bk, "STAGES": stages, "LAG": 1, "CLUSTER": 1,
+                                    "INFLIGHT": 0, "BTMA": 1, "RASTER": 8, "PERSIST": 1, "CONSUMERS": 2, "PROMOTE": 2,
+                                    "SCRATCH": 1}, "fp8_e4m3")
+    lines = listing.splitlines()
+    products = [line for line in lines if "QGMMA.SP.64x128x64.F32.E4M3.E4M3" in line]
+    groups = 2 * bk // 64 // 2  # two slabs, PROMOTE 2
+    assert len(products) == 2 * bk // 64
+    assert len({line.split("E4M3.E4M3")[1].split(",")[0].strip() for line in products}) == 1
+    waits = [line.split("gsb0,")[1].strip(" ;") for line in lines if "WARPGROUP.DEPBAR.LE" in line]
+    assert waits == ["0x0"] * groups
+    assert "USETMAXREG.TRY_ALLOC.CTAPOOL UP0, 0xe8" in listing
     assert "STL" not in listing and "LDL" not in listing
     assert wgmma_register_hazards(listing) == []
 

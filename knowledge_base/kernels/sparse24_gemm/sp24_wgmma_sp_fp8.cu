@@ -18,8 +18,8 @@ summary: >
   four lanes of each quad supply metadata, lane 4g + t the 32 columns 32 (t / 2) .. of row g + 8 (t % 2) (CuTe's
   ELayout_64x64), assembled from two stored words with one byte permute. e4m3 instructions keep fewer bits than
   fp32 in their running sum, so every PROMOTE instructions write one of two scratch arrays and their products are
-  added into fp32 accumulators while the next ones run (SP24W_PROMOTE); the scratch arrays limit tiles to 128 x 128
-  or 256 x 64. Pipeline, clusters, raster order, persistence and epilogue as in sp24_wgmma_sp. H200, 8192^3
+  added into fp32 accumulators while the next ones run (SP24W_PROMOTE); two scratch arrays limit tiles to 128 x 128
+  or 256 x 64, one (SCRATCH 1, each group retired before the next) allows 256 x 128 (not yet measured). Pipeline, clusters, raster order, persistence and epilogue as in sp24_wgmma_sp. H200, 8192^3
   (session 14, evals/results/issue15_h200/explore_fp8_session14_h200.txt): 726 us persistent at 128 x 128 x 256, 4
   stages, promoted every 2 instructions (1515 dense-equivalent TFLOP/s), 1.05x dense fp8 cuBLASLt, 0.73x cuSPARSELt
   (528 us; its result's norm-wise error is 6x cuBLASLt's, as cuBLASLt's without promotion); every instruction 951
@@ -39,14 +39,15 @@ parameters:
   PERSIST: [0, 1]
   CONSUMERS: [2]
   PROMOTE: [1, 2, 4]  # instructions whose products the tensor core sums before they are added in fp32
+  SCRATCH: [2, 1]  # scratch arrays: 2 keeps a group in flight while the last one is added, 1 frees registers
 constraints:  # over the parameters and the problem symbols; a choice breaking one is never tried
   - "value_bytes == 1"
   - "BK // 64 % PROMOTE == 0"  # a group's steps lie in one k-tile
   - "LAG + INFLIGHT < STAGES"
   - "BM % (64 * CONSUMERS) == 0"
-  # accumulators, two groups' scratch accumulators (promotion) and metadata words per consumer thread, within the
-  # 232 registers a consumer gets (128 x 128 x 256: 196)
-  - "(BM // (64 * CONSUMERS) + 2) * BN // 2 + BM // (64 * CONSUMERS) * BK // 64 <= 200"
+  # accumulators, SCRATCH groups' scratch accumulators (promotion) and metadata words per consumer thread, within
+  # the 232 registers a consumer gets (128 x 128 x 256: 196; 256 x 128 x 128 with one scratch array: 196)
+  - "(BM // (64 * CONSUMERS) + SCRATCH) * BN // 2 + BM // (64 * CONSUMERS) * BK // 64 <= 200"
   - "BM % (64 * CLUSTER) == 0"
   - "CLUSTER == 1 or N > BN"
   - "PERSIST == 0 or (CLUSTER == 1 and INFLIGHT == 0)"

@@ -45,7 +45,7 @@ WGMMA_START = {"BM": 256, "BN": 128, "BK": 128, "STAGES": 3, "LAG": 1, "CLUSTER"
 # persistent: 952-956 us at 8192^3 against 980-984 launched per tile, promoted every instruction (session 13,
 # evals/results/issue15_h200/explore_fp8_session13_h200.txt); promoted every 2 instructions: the product alone 715 us
 # against 912 every instruction and 872 every 4 (session 14, fp8_transpose_share_session14_h200.txt)
-WGMMA_FP8_START = {**WGMMA_START, "BM": 128, "BK": 256, "STAGES": 4, "PERSIST": 1, "PROMOTE": 2}
+WGMMA_FP8_START = {**WGMMA_START, "BM": 128, "BK": 256, "STAGES": 4, "PERSIST": 1, "PROMOTE": 2, "SCRATCH": 2}
 ACTIVATIONS = {"none": 0, "relu": 1, "gelu_tanh": 2}
 # largest ||C - ref|| / ||ref|| by output type, for GELU epilogues (judged norm-wise): one rounding to C's type
 # dominates fp32 sums of K/2 exact products
