@@ -18,7 +18,8 @@
 # sp24: the sparse24 suite's specs named by ONLY (comma-separated ids) through `sparseditto eval run --only`, budget
 #   BUDGET (default 2), cut off at EVAL_SECONDS.
 # final: the 2:4 family's 4096^3 and decode specs through the pipeline (budget 2), then `spmv` on five matrices.
-# fp8: the e4m3 Hopper sequence's GPU tests (its variants under the sanitizer, the reference-kernel test), then its
+# fp8: the e4m3 Hopper sequence's GPU tests (its variants under the sanitizer, the reference-kernel test) and the fp8
+#   baselines' test, then its
 #   variants beside every baseline (dense fp8 cuBLASLt, cuSPARSELt) at 8192^3 (bench/explore_kernels.py), then dense
 #   fp8 cuBLASLt's elements against the family's fp32-accumulation bound (bench/fp8_accumulation.py).
 set -u
@@ -64,6 +65,8 @@ case $what in
     timeout ${TESTS_SECONDS:-240} python3 -m pytest -v -m gpu -p no:cacheprovider tests/families/test_sparse24_wgmma_gpu.py \
       tests/tools/test_reference_kernels_gpu.py -k "e4m3 and wgmma" 2>&1 | tee "$out/gpu_tests_fp8_h200.txt" \
       | grep -E "PASSED|FAILED|ERROR|passed|failed" | tail -n 10
+    timeout 120 python3 -m pytest -v -m gpu -p no:cacheprovider tests/tools/test_sparse24_baselines.py -k fp8 2>&1 \
+      | tee "$out/gpu_tests_baselines_fp8_h200.txt" | grep -E "FAILED|ERROR|passed|failed" | tail -n 8
     SP24_TILED=0 timeout ${EXPLORE_SECONDS:-240} python3 bench/explore_kernels.py "$out/fp8" examples/sparse24_fp8_8192.yaml 2>&1 \
       | tee "$out/explore_fp8.txt" | tail -n 8
     timeout ${ACCUM_SECONDS:-120} python3 bench/fp8_accumulation.py "$out/fp8_accumulation.json" 2>&1 | tee "$out/fp8_accumulation.txt"
