@@ -11,15 +11,14 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 import cupy as cp
-import numpy as np
 
 from sparseditto.agents.planner import offline_plan
 from sparseditto.spec import parse_spec
 from sparseditto.tools.baselines.sparse24_dense import dense_a, sparse24_gemm
+from sparseditto.tools.correctness import rel_error
 from sparseditto.tools.families import get_family
 from sparseditto.tools.runner import Launcher, device_info
 from sparseditto.tools.timing import L2Flusher, time_call
@@ -41,23 +40,22 @@ def main(out_json: str) -> None:
     flush = L2Flusher()
     rows, errors = [], {}
     stream = cp.cuda.get_current_stream().ptr
-    with tempfile.TemporaryDirectory() as tmp:
-        for promote in PROMOTE:
-            candidate, module, resources = load_sequence(spec, {**start, "PROMOTE": promote}, Path(tmp))
-            launcher = Launcher(candidate, module, problem, family, device_info(), resources)
-            transpose, product = launcher.launches
-            launcher.run()
-            cp.cuda.Device().synchronize()
-            errors[candidate.label()] = float(np.linalg.norm(launcher.results()["C"] - ref) / np.linalg.norm(ref))
-            steps = {f"PROMOTE {promote}: sequence (transposition + product)": launcher.run,
-                     f"PROMOTE {promote}: product alone (sp24_wgmma_sp)": lambda: product(stream)}
-            if promote == PROMOTE[0]:
-                steps["transposition alone (sp24w_transpose_b)"] = lambda: transpose(stream)
-            for name, run in steps.items():
-                t = time_call(run, flush, warmup=5, runs=30)
-                rows.append({"step": name, "median_us": t.median_us, "p10_us": t.p10_us, "p90_us": t.p90_us})
-            b, bt = launcher.arrays["B"], launcher.arrays["Bt"]
-            bt_ok = bool(cp.array_equal(bt.reshape(SIZE, SIZE), b.reshape(SIZE, SIZE).T))
+    for promote in PROMOTE:
+        candidate, module, resources = load_sequence(spec, {**start, "PROMOTE": promote})
+        launcher = Launcher(candidate, module, problem, family, device_info(), resources)
+        transpose, product = launcher.launches
+        launcher.run()
+        cp.cuda.Device().synchronize()
+        errors[candidate.label()] = rel_error(launcher.results()["C"], ref)
+        steps = {f"PROMOTE {promote}: sequence (transposition + product)": launcher.run,
+                 f"PROMOTE {promote}: product alone (sp24_wgmma_sp)": lambda: product(stream)}
+        if promote == PROMOTE[0]:
+            steps["transposition alone (sp24w_transpose_b)"] = lambda: transpose(stream)
+        for name, run in steps.items():
+            t = time_call(run, flush, warmup=5, runs=30)
+            rows.append({"step": name, "median_us": t.median_us, "p10_us": t.p10_us, "p90_us": t.p90_us})
+        b, bt = launcher.arrays["B"], launcher.arrays["Bt"]
+        bt_ok = bool(cp.array_equal(bt.reshape(SIZE, SIZE), b.reshape(SIZE, SIZE).T))
     copy_dst = cp.empty_like(b)
     gemm = sparse24_gemm(problem)
     a_t = torch.from_dlpack(cp.asarray(dense_a(gemm, problem, problem.inputs))).view(torch.float8_e4m3fn)

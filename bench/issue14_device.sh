@@ -19,9 +19,9 @@
 #   BUDGET (default 2), cut off at EVAL_SECONDS.
 # final: the 2:4 family's 4096^3 and decode specs through the pipeline (budget 2), then `spmv` on five matrices.
 # fp8: the e4m3 Hopper sequence's GPU tests (its variants under the sanitizer, the reference-kernel test) and the fp8
-#   baselines' test, then its
-#   variants beside every baseline (dense fp8 cuBLASLt, cuSPARSELt) at 8192^3 (bench/explore_kernels.py), then dense
-#   fp8 cuBLASLt's elements against the family's fp32-accumulation bound (bench/fp8_accumulation.py).
+#   baselines' test, then its variants beside every baseline (dense fp8 cuBLASLt, cuSPARSELt) at 8192^3
+#   (bench/explore_kernels.py), then dense fp8 cuBLASLt's elements against the family's fp32-accumulation bound
+#   (bench/fp8_accumulation.py).
 set -u
 what=$1; out=$2
 # set up once per machine: several modes may run in one call

@@ -112,7 +112,8 @@ def element_bound(ref: np.ndarray, condition: np.ndarray, terms: np.ndarray, acc
 
     `aligned_sum_bits` b: instructions that add their products in fixed point aligned to the largest cut each product
     to a unit of the largest, so their loss is not bounded by their own terms; the allowance 2^-b of the element's
-    condition is fitted to measured instructions with a margin (e4m3: sparse24_gemm's ALIGNED_SUM_BITS).
+    condition is fitted to measured instructions with a margin (e4m3: sparse24_gemm's ALIGNED_SUM_BITS). It admits
+    most elements of a cheaper accumulation too (e4m3: an fp16 running sum); only the norm-wise error tells them apart.
     """
     acc, dst = numerics(accumulate), numerics(out)
     # summed in place, in the formula's order: an output of 16384^2 elements is 2 GB a copy in float64

@@ -11,6 +11,7 @@ import pytest
 from sparseditto.errors import SpecError
 from sparseditto.knowledge_base.library import get_kernel
 from sparseditto.spec import parse_spec
+from sparseditto.tools.correctness import rel_error
 from sparseditto.tools.dtypes import to_float64, to_storage
 from sparseditto.tools.families import get_family
 from sparseditto.tools.families.sparse24_gemm import gelu_tanh
@@ -199,9 +200,10 @@ def test_e4m3_bounds_admit_promoted_aligned_sums_and_refuse_dropped_terms():
     """The e4m3 bound adds 2^-10 of each element's condition (ALIGNED_SUM_BITS, fitted to what the H200's e4m3
     instructions measured): it admits instructions modelled as keeping 13 bits below their largest term, promoted to
     fp32 every four instructions (k64 each; the hardware measured larger errors than this model), and refuses a
-    dropped product. A sum kept in fp16 has its worst element refused on this draw (1.4 times the bound) but most
+    dropped product. A sum kept in fp16 has its worst element refused on this draw, but more than 99% of its elements
     within: at this allowance the per-element check does not tell e4m3 accumulation from fp16 accumulation, only
-    the norm-wise error does (evals/results/issue15_h200.md, session 14). fp16 and bf16 keep the plain fp32 bound."""
+    the norm-wise error does (asserted here as the documented limit; evals/results/issue15_h200.md, session 14).
+    fp16 and bf16 keep the plain fp32 bound."""
     assert FAMILY.make_problem(spec(), seed=1).outputs["C"].aligned_sum_bits is None
     p = FAMILY.make_problem(spec(K=1024, dtype="fp8_e4m3"), seed=5)
     assert p.outputs["C"].aligned_sum_bits == 10
@@ -219,12 +221,15 @@ def test_e4m3_bounds_admit_promoted_aligned_sums_and_refuse_dropped_terms():
         for step in products[group:group + 4]:
             part = _aligned_sum(part, step, 13)
         promoted = (promoted + part.astype(np.float32)).astype(np.float32)
-    assert element_ok(to_float64(to_storage(promoted.astype(np.float64), "fp16"), "fp16"), ref, bound, 65504.0).all()
+    promoted_out = to_float64(to_storage(promoted.astype(np.float64), "fp16"), "fp16")
+    assert element_ok(promoted_out, ref, bound, 65504.0).all()
     half = np.zeros(ref.shape, np.float16)
     for step in products:
         for j in range(64):
             half = (half + step[..., j].astype(np.float16)).astype(np.float16)
-    assert not element_ok(half.astype(np.float64), ref, bound, 65504.0).all()
+    half_ok = element_ok(half.astype(np.float64), ref, bound, 65504.0)
+    assert not half_ok.all() and half_ok.mean() > 0.99
+    assert rel_error(half.astype(np.float64), ref) > 4 * rel_error(promoted_out, ref)
     row = int(np.argmax(np.abs(ref).sum(axis=1)))
     A[row, np.argmax(np.abs(A[row]))] = 0
     dropped = to_float64(to_storage(A @ B, "fp16"), "fp16")

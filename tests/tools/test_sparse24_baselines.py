@@ -642,25 +642,30 @@ def test_the_librarys_rejection_and_a_matrix_2_4_along_m_each_say_so(stand_in_di
 
 def test_the_fp8_baselines_transpose_b_with_the_sequences_kernel_as_its_header_launches_it(monkeypatch):
     """byte_transpose launches sp24w_transpose_b with the grid, block and argument order of the e4m3 sequence's own
-    launch entry (ceil(N / 128) x ceil(K / 128) blocks of 256), and falls back to CuPy's copy where an array is off
-    16-byte alignment or the kernel does not compile."""
+    launch entry (ceil(N / 128) x ceil(K / 128) blocks of 256), says so for the configuration text, and falls back to
+    CuPy's copy where an array is off 16-byte alignment or the kernel does not compile."""
     launched, copies = [], []
     fake = types.SimpleNamespace(int32=np.int32, cuda=types.SimpleNamespace(Device=lambda: types.SimpleNamespace(id=0)),
                                  copyto=lambda dst, src: copies.append((dst, src)))
     monkeypatch.setitem(sys.modules, "cupy", fake)
     entry = next(k for k in get_kernel("sp24_wgmma_sp_fp8").kernels if k.entry == "sp24w_transpose_b")
     aligned = types.SimpleNamespace(ptr=4096)
-    src = types.SimpleNamespace(shape=(1088, 400), data=aligned, T=types.SimpleNamespace(shape=(400, 1088)))
+    src = types.SimpleNamespace(shape=(1088, 400), dtype=np.dtype(np.uint8), data=aligned,
+                                T=types.SimpleNamespace(shape=(400, 1088)))
     dst = types.SimpleNamespace(shape=(400, 1088), data=aligned)
     monkeypatch.setattr(byte_transpose, "_transposition",
                         lambda device: (lambda grid, block, args: launched.append((grid, block, args)), entry))
-    byte_transpose.byte_transposer(src, dst)()
+    call, how = byte_transpose.byte_transposer(src, dst)
+    call()
+    assert how == "sp24_wgmma_sp_fp8's sp24w_transpose_b"
     (grid, block, args), = launched
     assert grid == (4, 9, 1) and block == (256, 1, 1)
     assert args[0] is src and args[1] is dst and args[2:] == (400, 1088)
     src.data = types.SimpleNamespace(ptr=4097)  # a view off the 16-byte alignment the kernel's vector path needs
-    byte_transpose.byte_transposer(src, dst)()
+    call, how = byte_transpose.byte_transposer(src, dst)
+    call()
+    assert how == "CuPy copyto"
     monkeypatch.setattr(byte_transpose, "_transposition", lambda device: None)
-    byte_transpose.byte_transposer(src, dst)()
+    byte_transpose.byte_transposer(src, dst)[0]()
     assert len(launched) == 1 and len(copies) == 2
     assert all(d is dst and t is src.T for d, t in copies)

@@ -43,28 +43,25 @@ def _transposition(device: int) -> tuple[Any, Any] | None:
     return module.get_function(ENTRY), next(k for k in kernel.kernels if k.entry == ENTRY)
 
 
-def byte_transposer(src: Any, dst: Any) -> Callable[[], None]:
-    """A call that writes dst (N x K bytes) = src^T (src K x N bytes, row-major) on the current CuPy stream."""
+def byte_transposer(src: Any, dst: Any) -> tuple[Callable[[], None], str]:
+    """A call that writes dst (N x K) = src^T (src K x N, row-major) on the current CuPy stream, and how it does it
+    (for a baseline's configuration text). The kernel takes 1-byte elements; others go by CuPy's copy."""
     import cupy
 
     from sparseditto.tools.expr import evaluate
 
-    K, N = src.shape
+    copy = (lambda: cupy.copyto(dst, src.T)), "CuPy copyto"
+    if src.dtype.itemsize != 1:
+        return copy
     compiled = _transposition(cupy.cuda.Device().id)
     # the kernel reads B's rows as 16-byte vectors where N allows (as the sequence does with the harness's arrays)
     if compiled is None or src.data.ptr % 16 or dst.data.ptr % 16:
-        return lambda: cupy.copyto(dst, src.T)
+        return copy
     function, entry = compiled
+    K, N = src.shape
     symbols = {"N": N, "K": K}
     grid = tuple(evaluate(e, symbols) for e in entry.grid)
     block = tuple(evaluate(e, symbols) for e in entry.block)
     values = {"B": src, "Bt": dst, "N": cupy.int32(N), "K": cupy.int32(K)}
     args = tuple(values[name] for name in entry.args)
-    return lambda: function(grid, block, args)
-
-
-def transposition_text() -> str:
-    """How B^T is made, for a baseline's configuration text."""
-    import cupy
-
-    return f"{KERNEL}'s {ENTRY}" if _transposition(cupy.cuda.Device().id) is not None else "CuPy copyto"
+    return (lambda: function(grid, block, args)), f"{KERNEL}'s {ENTRY}"

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from sparseditto.tools.baselines import register
-from sparseditto.tools.baselines.byte_transpose import byte_transposer, transposition_text
+from sparseditto.tools.baselines.byte_transpose import byte_transposer
 from sparseditto.tools.baselines.common import Array, BaselineCall, Candidate, OwnedLaunch, Owner, torch_run
 from sparseditto.tools.baselines.sparse24_dense import (
     FAMILY, Sparse24Operands, epilogue_text, log_unavailable, separate_epilogue, sparse24_gemm,
@@ -461,9 +461,8 @@ def _build(layout: Layout, operands: Callable[[], Sparse24Operands]) -> Baseline
     scalars = (ctypes.c_float * 2)(gemm.alpha, 0.0)  # host alpha, beta for the fp32 compute type
     streams = (ctypes.c_void_p * 1)(stream)
     workspace = _workspace(lt, handle, plan)
-    transpose_b = (byte_transposer(ops.b, b_memory) if layout.b_transposed and ops.b.dtype.itemsize == 1
-                   else lambda: cupy.copyto(b_memory, ops.b.T))
-    if layout.b_transposed:
+    transpose_b, transposed_by = byte_transposer(ops.b, b_memory) if layout.b_transposed else (None, "")
+    if transpose_b:
         transpose_b()
     first, second = (compressed.data.ptr, b_memory.data.ptr)
     if not layout.sparse_first:
@@ -483,7 +482,7 @@ def _build(layout: Layout, operands: Callable[[], Sparse24Operands]) -> Baseline
 
     def launch() -> None:
         streams[0] = cupy.cuda.get_current_stream().ptr
-        if layout.b_transposed:
+        if transpose_b:
             transpose_b()
         lt("cusparseLtMatmul", *args)
         if post:
@@ -492,10 +491,7 @@ def _build(layout: Layout, operands: Callable[[], Sparse24Operands]) -> Baseline
     split_text = f"split-K {split_k}" + (f" ({_SPLIT_K_MODES.get(split_mode, split_mode)})" if split_k > 1 else "")
     order_text = ("D = A B, D = C row-major" if layout.sparse_first
                   else "D^T = B^T A^T (A^T structured), D in C's memory column-major")
-    b_text = "row-major as given"
-    if layout.b_transposed:
-        b_text = "transposed to column-major in the call" + (f" ({transposition_text()})" if ops.b.dtype.itemsize == 1
-                                                               else " (CuPy copyto)")
+    b_text = f"transposed to column-major in the call ({transposed_by})" if transpose_b else "row-major as given"
     config = (f"cusparseLtMatmul, {order_text}, B {b_text}, "
               f"op(A)={layout.ops[0]} op(B)={layout.ops[1]}, {gemm.dtype} in, {gemm.out_dtype} out, fp32 compute, "
               f"cusparseLtMatmulSearch: alg id {alg}, {split_text}; "

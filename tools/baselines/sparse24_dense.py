@@ -6,8 +6,8 @@ harness's arrays. Routes: cupy.matmul (cublasGemmEx; fp16 only, CuPy has no bf16
 cuBLASLt bias/activation epilogue on C^T = B^T A^T (the order in which a per-row bias of C is cuBLASLt's per-column
 bias), and fp8 e4m3 through torch._scaled_mm (cuBLASLt; its fp8 kernels take only a column-major B, so B is
 transposed inside every call, by the 2:4 sequence's own transposition: byte_transpose). Whatever a route does not
-fuse runs as one CuPy elementwise pass after the product, inside the timed call. This module also holds what the cuSPARSELt module shares with it: the problem's description,
-its device operands and that elementwise epilogue.
+fuse runs as one CuPy elementwise pass after the product, inside the timed call. This module also holds what the
+cuSPARSELt module shares with it: the problem's description, its device operands and that elementwise epilogue.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import numpy as np
 import structlog
 
 from sparseditto.tools.baselines import register
-from sparseditto.tools.baselines.byte_transpose import byte_transposer, transposition_text
+from sparseditto.tools.baselines.byte_transpose import byte_transposer
 from sparseditto.tools.baselines.common import (
     Array, BaselineCall, Candidate, OwnedLaunch, Owner, candidate, torch_module, torch_run, torch_view,
 )
@@ -380,7 +380,7 @@ def _build_scaled_mm(name: str, torch: ModuleType, operands: Callable[[], Sparse
     a_t, c_t = (torch_tensor(torch, x, n) for x, n in ((ops.a, gemm.dtype), (output, gemm.out_dtype)))
     device = a_t.device
     bt_memory = cupy.empty((gemm.N, gemm.K), dtype=ops.b.dtype)
-    transpose_b = byte_transposer(ops.b, bt_memory)
+    transpose_b, transposed_by = byte_transposer(ops.b, bt_memory)
     bt = torch_tensor(torch, bt_memory, gemm.dtype)
     alpha = torch.tensor(gemm.alpha, dtype=torch.float32, device=device)
     one = torch.ones((), dtype=torch.float32, device=device)
@@ -409,5 +409,5 @@ def _build_scaled_mm(name: str, torch: ModuleType, operands: Callable[[], Sparse
                 post(output)
         call_text = "torch._scaled_mm(B^T, A.t(), bias) copied into C"
     config = (f"{call_text} (cuBLASLt fp8, fp32 accumulation), e4m3 in, {gemm.out_dtype} out, B transposed in the "
-              f"call ({transposition_text()}); {epilogue_text(gemm, fused, 'cuBLASLt')}")
+              f"call ({transposed_by}); {epilogue_text(gemm, fused, 'cuBLASLt')}")
     return BaselineCall(name, LIBRARY, config, torch_run(torch, owner, compute), output, _NOTE)

@@ -148,8 +148,8 @@ accumulate: fp32
 // 0.7% of C's elements fell beyond the fp32 bound at K = 1024 on the H200
 // (evals/results/issue15_h200/gpu_tests_fp8_session13_unpromoted_h200.txt). So every PROMOTE instructions (1, 2 or
 // 4) put their products into scratch accumulators that plain fp32 adds then fold into the tile's (promotion, as the
-// dense fp8 libraries do by default; sp24w_issue_promoted). The two scratch arrays (BN more registers) need the
-// producer's registers: 40 for it, 232 for each of the two consumers (128 * 40 + 256 * 232 <= 65536); ptxas fits
+// dense fp8 libraries do by default; sp24w_issue_promoted). The SCRATCH scratch arrays (BN / 2 registers each) need
+// the producer's registers: 40 for it, 232 for each of the two consumers (128 * 40 + 256 * 232 <= 65536); ptxas fits
 // each instruction within the launch's 168. A group carried across k-tiles (INFLIGHT 1) was tried in session 14:
 // ptxas serialises every wgmma when scratch registers of a group in flight are read after a barrier's wait loop, and
 // carrying only within straight-line pairs of k-tiles (both stages waited for first) measured 773 us at 8192^3

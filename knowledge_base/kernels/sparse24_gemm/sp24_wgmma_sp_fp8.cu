@@ -17,9 +17,10 @@ summary: >
   of K: 32 bytes of each compressed A row, as in 16-bit, so A's boxes, swizzle and descriptors are the same bytes; all
   four lanes of each quad supply metadata, lane 4g + t the 32 columns 32 (t / 2) .. of row g + 8 (t % 2) (CuTe's
   ELayout_64x64), assembled from two stored words with one byte permute. e4m3 instructions keep fewer bits than
-  fp32 in their running sum, so every PROMOTE instructions write one of two scratch arrays and their products are
-  added into fp32 accumulators while the next ones run (SP24W_PROMOTE); two scratch arrays limit tiles to 128 x 128
-  or 256 x 64, one (SCRATCH 1, each group retired before the next) allows 256 x 128 (not yet measured). Pipeline, clusters, raster order, persistence and epilogue as in sp24_wgmma_sp. H200, 8192^3
+  fp32 in their running sum, so every PROMOTE instructions write one of SCRATCH scratch arrays and their products
+  are added into fp32 accumulators (SP24W_PROMOTE): with two, while the next ones run, which limits tiles to
+  128 x 128 or 256 x 64; with one (each group retired before the next), 256 x 128 (not yet run on a GPU). Pipeline,
+  clusters, raster order, persistence and epilogue as in sp24_wgmma_sp. H200, 8192^3
   (session 14, evals/results/issue15_h200/explore_fp8_session14_h200.txt): 726 us persistent at 128 x 128 x 256, 4
   stages, promoted every 2 instructions (1515 dense-equivalent TFLOP/s), 1.05x dense fp8 cuBLASLt, 0.73x cuSPARSELt
   (528 us; its result's norm-wise error is 6x cuBLASLt's, as cuBLASLt's without promotion); every instruction 951

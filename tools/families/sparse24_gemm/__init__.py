@@ -284,8 +284,8 @@ class Sparse24Gemm(ProblemFamily):
                     "sp24_wgmma_sp_fp8", WGMMA_FP8_START,
                     "e4m3 on wgmma.mma_async.sp: B transposed into a workspace first (8-bit wgmma reads B K-major "
                     "only; K x N bytes more each call, as the dense fp8 baseline does), then persistent blocks over "
-                    "128 x 128 tiles, two consumer warpgroups through 4 stages of 256 columns of K, each instruction's products added into "
-                    "fp32 accumulators (e4m3 instructions keep fewer bits than fp32); compute-bound at "
+                    "128 x 128 tiles, two consumer warpgroups through 4 stages of 256 columns of K, every 2 instructions' "
+                    "products added into fp32 accumulators (e4m3 instructions keep fewer bits than fp32); compute-bound at "
                     f"{features['flops_per_byte']:.0f} flop/byte")
             else:
                 wgmma = StrategyStart(
