@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -92,9 +93,10 @@ def load_sequence(spec, params: dict[str, int]):
     compiled, feedback = compile_candidate(candidate, spec, device_info()["arch"])
     if not compiled.ok:
         raise SystemExit(f"{candidate.label()}: {feedback.message}")
-    module = cp.cuda.function.Module()
-    module.load(compiled.cubin)
-    return candidate, module, compiled.resources
+    # the harness's launcher takes a RawModule (its functions carry the CUfunction it launches by), which loads from a file
+    cubin = Path(tempfile.mkdtemp(prefix="fp8_sequence_")) / "sequence.cubin"
+    cubin.write_bytes(compiled.cubin)
+    return candidate, cp.RawModule(path=str(cubin)), compiled.resources
 
 
 def fp16_sum(problem) -> np.ndarray:

@@ -12,6 +12,7 @@
 # gpu: the GPU tests of the files named by FILES (required), selected by the -k expression TESTS, verbose (the whole
 #   suite no longer fits one call).
 # setup: only the installation above (for scripts run directly after it in the same call).
+# spmvsweep: every SpMV row-walk form (bench/explore_kernels.py, SPMV_SWEEP=1) on the suite matrices named by NAMES.
 # ncu24: Nsight Compute's full set on the Hopper 2:4 kernel at 4096^3 fp16, with a digest of its sections.
 # ncu8: the same on the e4m3 product at 8192^3, promoted every 2 instructions (the planner's start), its first launch
 #   in bench/fp8_transpose_share.py.
@@ -102,6 +103,17 @@ case $what in
     tar -czf "$out/sp24_runs.tgz" -C /tmp/sp24 --exclude='*.cubin' --exclude='*.pkl' --exclude='checkpoints*' . 2>/dev/null
     NAMES=stencil2d_5pt_20m,circuit_5m,empty70_10m,powerlaw_dir_15m,road_perm_8m EVAL_SECONDS=${EVAL_SECONDS:-270} \
       bash bench/issue14_device.sh spmv "$out"
+    ;;
+  spmvsweep)  # bench/explore_kernels.py's SPMV_SWEEP variants on the suite matrices named by NAMES, fp32
+    python3 -m sparseditto.evals.matrix_suite $mats --names ${NAMES:-web_3m,lp_wide_6m,powerlaw_dir_15m,small_l2_500k} 2>&1 | tail -n 1
+    specs=""
+    for name in $(echo ${NAMES:-web_3m,lp_wide_6m,powerlaw_dir_15m,small_l2_500k} | tr , ' '); do
+      printf 'name: %s-spmv-fp32\noperation: spmv\ndtype: fp32\npattern: {kind: matrix_file, path: %s}\n' \
+        $name $mats/$name.npz > /tmp/$name.yaml
+      specs="$specs /tmp/$name.yaml"
+    done
+    SPMV_SWEEP=1 timeout ${EXPLORE_SECONDS:-240} python3 bench/explore_kernels.py "$out/sweep" $specs 2>&1 \
+      | tee "$out/explore_spmv_sweep.txt" | grep -v "^  " | tail -n 8
     ;;
   spmv|spmm)
     if [ $what = spmv ]; then

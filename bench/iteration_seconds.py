@@ -1,5 +1,5 @@
 """Where each spec's device time went: per run folder, every iteration's wall seconds, its stage seconds (those a
-stage records), the runner's host seconds, the candidate's one-time preparation (milliseconds, once per instance:
+stage records), the correctness stage's phases, the runner's host seconds, the candidate's one-time preparation (milliseconds, once per instance:
 about eight per verification), the runner process's wall, start-up and scrub seconds, whether it was run ahead, and
 why the sanitizer did or did not run. `python3 bench/iteration_seconds.py RUNS_DIR > out.json`"""
 
@@ -19,6 +19,8 @@ def iteration_row(it: dict) -> dict:
                               if isinstance(f.get("evidence", {}).get("seconds"), (int, float))},
             # the runner's host work made ahead in threads, and whether the result was run ahead beside another
             "host_seconds": correctness.get("host_seconds"), "run_ahead": "run_ahead" in correctness,
+            # the correctness stage's seconds by phase, summed over its trials (tools/runner.py check_correctness)
+            "correctness_phases": correctness.get("phase_seconds"),
             "preparation_ms": round((it["report"].get("measurement") or {}).get("preparation_ms") or 0.0, 1),
             # the runner process: its whole wall time (from the parent), its start and imports, the scrub before it
             "process_seconds": {k: correctness[k] for k in ("process_seconds", "startup_seconds", "scrub_seconds")

@@ -273,13 +273,21 @@ def _baseline_calls(job: RunJob, arrays: dict[str, Any], problem: Problem) -> li
 
 
 def _run_library_first(job: RunJob, launcher: Launcher, problem: Problem) -> None:
-    """The library on the same device inputs just before the candidate (the 'reference first' order): preparing
-    the baselines runs each once."""
+    """A library on the same device inputs just before the candidate (the 'reference first' order): the first
+    configuration that builds and runs, over the spec's libraries in order. One call is what the order check
+    needs; preparing every configuration (and importing each library) took 3-5 s of every verification."""
     import cupy as cp
 
-    calls = _baseline_calls(job, launcher.arrays, problem)
+    from sparseditto.tools.baselines import candidates, libraries_for
+    from sparseditto.tools.baselines.common import collect
+
+    device = {k: launcher.arrays[k] for k in problem.inputs}
+    for library in job.spec.baselines or libraries_for(job.spec.family):
+        calls = next((made for option in candidates(job.spec.family, [library], problem, device)
+                      if (made := collect([option]))), None)
+        if calls:
+            break
     cp.cuda.Device().synchronize()
-    del calls
 
 
 def _judge(family: ProblemFamily, spec: SpecBase, problem: Problem, results: dict[str, np.ndarray],
@@ -367,15 +375,29 @@ def check_correctness(job: RunJob, family: ProblemFamily, module: Any, info: dic
 
     trials: list[Trial] = []
     outputs: dict[int, dict[str, CheckedOutput]] = {}
+    # where the stage's seconds go, summed over the trials (the per-spec cost's largest stage)
+    phases = dict.fromkeys(("instance", "bind", "library_first", "launch", "judge"), 0.0)
+    mark = time.perf_counter()
+
+    def lap(phase: str) -> None:
+        nonlocal mark
+        now = time.perf_counter()
+        phases[phase] += now - mark
+        mark = now
+
     for i, (seed, shape, held_out, specials) in enumerate(trial_list(job)):
         problem = _trial_problem(job, family, seed, shape, specials)
+        lap("instance")
         launcher = Launcher(job.candidate, module, problem, family, info, job.resources)
+        lap("bind")
         order = "library_first" if i == 1 and not held_out else "candidate_first"
         if order == "library_first":
             _run_library_first(job, launcher, problem)
+            lap("library_first")
         launcher.poison()
         launcher.run()
         cp.cuda.Device().synchronize()
+        lap("launch")
         results, refs = launcher.results(), references(family, problem)
         unwritten = {name: launcher.unwritten(name) for name in results}
         checked = _judge(family, job.spec, problem, results, refs, unwritten)
@@ -391,11 +413,13 @@ def check_correctness(job: RunJob, family: ProblemFamily, module: Any, info: dic
                             inputs_unchanged=unchanged, passed=failed_output is None and unchanged))
         outputs[i] = checked
         del launcher
+        lap("judge")
     # element-wise when the family gave bounds for this problem (a multilinear family may judge some, e.g. with a
     # non-linear epilogue, norm-wise)
     elementwise = all(c.bounds is not None for c in outputs[0].values())
     evidence_common = {"held_out_shapes": job.held_out_shapes, "held_out_seed": job.held_out_seed,
-                       "element_bounds": elementwise}
+                       "element_bounds": elementwise,
+                       "phase_seconds": {phase: round(seconds, 2) for phase, seconds in phases.items()}}
     failed = next((t for t in trials if not t.passed), None)
     if failed is not None:
         kind, msg = classify_failure(trials, failed, outputs)
