@@ -123,8 +123,11 @@ case $what in
       names=fem3d_b4_8m,blockdiag_8_32_10m,stencil2d_5pt_1m,band_narrow_10m
       args="--ops spmm --n 32 --dtypes fp16,fp32"
     fi
-    python3 -m sparseditto.evals.matrix_suite $mats --names $names 2>&1 | tail -n 3
-    timeout ${EVAL_SECONDS:-470} sparseditto eval run --matrices $mats $args --budget 3 --out /tmp/eval_$what 2>&1 | tail -n 30
+    # a folder per set of names: the eval takes every matrix in its folder (session 15 ran two more that an earlier
+    # mode of the same call had written)
+    set_dir=$mats/$what-$(echo "$names" | cksum | cut -d' ' -f1)
+    python3 -m sparseditto.evals.matrix_suite $set_dir --names $names 2>&1 | tail -n 3
+    timeout ${EVAL_SECONDS:-470} sparseditto eval run --matrices $set_dir $args --budget 3 --out /tmp/eval_$what 2>&1 | tail -n 30
     end_cut_off_runs /tmp/eval_$what/runs
     cp /tmp/eval_$what/results.jsonl "$out/eval_${what}_results.jsonl"
     cp /tmp/eval_$what/report.md "$out/eval_${what}_report.md" 2>/dev/null

@@ -233,7 +233,10 @@ def _report_md(state: dict[str, Any], status: str, best: dict[str, Any] | None, 
             lines += ["| baseline | library | configuration | median us | correct | speedup |", "|---|---|---|---|---|---|"]
             for b in sorted(report.baselines, key=lambda b: b.median_us):
                 sp = f"{b.median_us / report.measurement.median_us:.2f}x" if report.measurement else "-"
-                lines.append(f"| {b.name} | {b.library} | {b.config} | {b.median_us:.1f} | {'yes' if b.correct else 'no'} | {sp} |")
+                us = f"{b.median_us:.1f}" + (" (carried)" if b.carried else "")
+                lines.append(f"| {b.name} | {b.library} | {b.config} | {us} | {'yes' if b.correct else 'no'} | {sp} |")
+            if any(b.carried for b in report.baselines):
+                lines.append("\n(carried: timed by this spec's first verification; the fastest is timed again beside every candidate)")
             lines.append("")
     lines += _ranking_md(plan, state.get("iterations", []))
     if state.get("references"):

@@ -30,7 +30,7 @@ from sparseditto.tools.families import Problem, get_family
 from sparseditto.tools.gpu_stages import profile_stage, run_batch_child, run_child, sanitizer_stage
 from sparseditto.tools.launch_check import DeviceLimits, LaunchRejected, check_sizes, plan_launch
 from sparseditto.tools.profiler import find_ncu
-from sparseditto.tools.results import NOT_EXECUTED_NO_GPU, Feedback, VerificationReport
+from sparseditto.tools.results import NOT_EXECUTED_NO_GPU, BaselineTiming, Feedback, VerificationReport
 from sparseditto.tools.runner import RunJob, RunResult, array_infos, prepare, rejection
 from sparseditto.tools.sanitizer import TOOLS, find_sanitizer
 from sparseditto.tools.sass import SassCounts, analyse_cubin
@@ -249,6 +249,8 @@ class GpuVerifier:
         self.tool_timeout_s = tool_timeout_s
         self.tools_record = tools_record or _PROCESS_TOOLS
         self.profile_baseline = profile_baseline
+        # per spec, every baseline configuration as its first verification timed them (RunJob.earlier_baselines)
+        self.spec_baselines: dict[str, list[BaselineTiming]] = {}
 
     def verify(self, candidate: KernelCandidate, spec: Spec, best_us: float | None = None,
                already_checked: str | None = None, ahead: Sequence[KernelCandidate] = ()) -> VerificationReport:
@@ -286,6 +288,8 @@ class GpuVerifier:
                     run = run_child(job, Path(tmp), self.timeout_s)
             if isinstance(run, Feedback):
                 return _report(candidate, self.backend, result, [*feedback, run], sass)
+            if run.baselines and not any(b.carried for b in run.baselines):
+                self.spec_baselines.setdefault(spec_key, run.baselines)
             try:
                 return self._after_run(candidate, spec, result, feedback, sass, job, run, Path(tmp), digest, best_us,
                                        already_checked, faster_ahead)
@@ -339,7 +343,8 @@ class GpuVerifier:
         cubin.write_bytes(result.cubin or b"")
         return RunJob(candidate=candidate, spec=spec, cubin_path=str(cubin), resources=result.resources,
                       seeds=draw.seeds, held_out_shapes=draw.held_out_shapes, held_out_seed=draw.held_out_seed,
-                      timing_seed=draw.timing_seed, runs=self.runs, instances_path=str(folder / f"{name}-instances.pkl"))
+                      timing_seed=draw.timing_seed, runs=self.runs, instances_path=str(folder / f"{name}-instances.pkl"),
+                      earlier_baselines=self.spec_baselines.get(spec.model_dump_json(), []))
 
     def _ahead_jobs(self, ahead: Sequence[KernelCandidate], spec: Spec, arch: str, draw: InputDraw,
                     seen: set[str]) -> list[tuple[str, tuple[Any, ...], RunJob]]:

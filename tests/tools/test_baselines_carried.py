@@ -1,0 +1,130 @@
+"""The baselines are timed in full once per spec: a later verification of the same spec times only the fastest
+correct configuration beside its candidate and carries the others. Judged here with doubles for the GPU child, the
+library calls and the clock: which configurations are built and timed, what is carried, and which jobs carry the
+earlier timings (the timings themselves are the GPU tests' business)."""
+
+from __future__ import annotations
+
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from sparseditto.knowledge_base.library import get_kernel
+from sparseditto.spec import parse_spec
+from sparseditto.tools import runner
+from sparseditto.tools import verifier as verifier_module
+from sparseditto.tools.ahead import AheadResults
+from sparseditto.tools.baselines.common import BaselineCall
+from sparseditto.tools.results import BaselineTiming, Feedback
+from sparseditto.tools.runner import RunJob, RunResult
+from sparseditto.tools.timing import Timing
+
+
+def spmv(name: str = "carried"):
+    return parse_spec({"name": name, "operation": "spmv", "M": 4000, "K": 4000,
+                       "pattern": {"distribution": "uniform", "nnz_per_row": 8}})
+
+
+def vec4(group: int):
+    return get_kernel("spmv_csr_vec4").instantiate({"GROUP": group, "UNROLL": 2, "BLOCK": 256, "HINT": 1, "XL": 0})
+
+
+def timing(name: str, library: str, us: float, correct: bool = True) -> BaselineTiming:
+    return BaselineTiming(name=name, library=library, config=name, median_us=us, rel_error=0.0 if correct else 1.0,
+                          correct=correct)
+
+
+FIRST = [timing("cusparse_alg1", "cusparse", 20.0), timing("cusparse_default", "cusparse", 22.0),
+         timing("torch_mv", "torch_sparse", 30.0), timing("wrong_but_fast", "cusparse", 5.0, correct=False)]
+
+
+# -- the runner: which configurations are timed -------------------------------------------------------------------
+
+@pytest.fixture
+def library(monkeypatch):
+    """Doubles for the library calls, the device and the clock; records the configurations built."""
+    built: dict[str, list[str]] = {"all": [], "fastest": []}
+    answer = np.arange(4.0)
+
+    def call(name: str, library: str) -> BaselineCall:
+        return BaselineCall(name=name, library=library, config=name, run=lambda: None,
+                            output=SimpleNamespace(get=lambda: answer.astype(np.float32)))
+
+    def every_call(job, arrays, problem):
+        built["all"] += [b.name for b in FIRST]
+        return [call(b.name, b.library) for b in FIRST]
+
+    def fastest_call(job, arrays, problem, fastest):
+        built["fastest"].append(fastest.name)
+        return [] if built.get("refuse") else [call(fastest.name, fastest.library)]
+
+    monkeypatch.setattr(runner, "_baseline_calls", every_call)
+    monkeypatch.setattr(runner, "_fastest_call", fastest_call)
+    monkeypatch.setattr(runner, "time_call", lambda run, flush, warmup, runs: Timing(median_us=15.0, p10_us=15.0,
+                                                                                     p90_us=15.0, runs=runs))
+    monkeypatch.setitem(sys.modules, "cupy", SimpleNamespace(cuda=SimpleNamespace(Device=lambda: SimpleNamespace(synchronize=lambda: None))))
+    problem = SimpleNamespace(outputs={"y": SimpleNamespace(dtype="fp32")}, inputs={"x": None})
+    first_set = SimpleNamespace(tolerances={"y": 1e-6}, pristine={"x": np.zeros(4)}, refs={"y": answer})
+    return built, problem, first_set
+
+
+def job(earlier: list[BaselineTiming]) -> RunJob:
+    return RunJob(candidate=vec4(4), spec=spmv(), cubin_path="unused.cubin", seeds=[1], held_out_shapes=[],
+                  timing_seed=3, earlier_baselines=earlier)
+
+
+def test_the_first_verification_times_every_configuration(library):
+    built, problem, first_set = library
+    baselines, _ = runner._time_baselines(job([]), problem, first_set, flush=None)
+    assert built == {"all": [b.name for b in FIRST], "fastest": []}
+    assert [b.name for b in baselines] == [b.name for b in FIRST] and not any(b.carried for b in baselines)
+
+
+def test_a_later_verification_times_the_fastest_correct_one_and_carries_the_rest(library):
+    built, problem, first_set = library
+    baselines, _ = runner._time_baselines(job(FIRST), problem, first_set, flush=None)
+    assert built == {"all": [], "fastest": ["cusparse_alg1"]}  # the wrong one is never the reference
+    timed = [b for b in baselines if not b.carried]
+    assert [(b.name, b.median_us) for b in timed] == [("cusparse_alg1", 15.0)]  # timed again, beside the candidate
+    carried = {b.name: b.median_us for b in baselines if b.carried}
+    assert carried == {"cusparse_default": 22.0, "torch_mv": 30.0, "wrong_but_fast": 5.0}
+    assert runner._how_timed(baselines, timed_here=True).startswith("the fastest in this run, 3 others carried")
+
+
+def test_when_the_fastest_no_longer_builds_every_configuration_is_timed_again(library):
+    built, problem, first_set = library
+    built["refuse"] = True
+    baselines, _ = runner._time_baselines(job(FIRST), problem, first_set, flush=None)
+    assert built["all"] == [b.name for b in FIRST] and not any(b.carried for b in baselines)
+
+
+# -- the verifier: which jobs carry the earlier timings ----------------------------------------------------------
+
+@pytest.fixture
+def children(monkeypatch):
+    jobs: list[RunJob] = []
+
+    def run_child(job, tmp, timeout):
+        jobs.append(job)
+        baselines = [b.model_copy(update={"carried": b.name != "cusparse_alg1"}) for b in job.earlier_baselines] or FIRST
+        bench = Feedback(stage="benchmark", status="passed", message="10 us", evidence={"sanitizer_instances": []})
+        return RunResult(device={"name": "double"}, trials=[], baselines=baselines,
+                         feedback=[Feedback(stage="correctness", status="passed"), bench])
+
+    monkeypatch.setattr(verifier_module, "run_child", run_child)
+    monkeypatch.setattr(verifier_module, "AHEAD", AheadResults())
+    monkeypatch.setattr(verifier_module, "_PROCESS_TOOLS", verifier_module.ProcessToolsRecord())
+    return jobs
+
+
+def test_later_verifications_of_a_spec_carry_its_first_timings_and_other_specs_do_not(children):
+    gpu = verifier_module.GpuVerifier(arch="sm_90", sanitize=False, profile=False)
+    gpu.verify(vec4(4), spmv())
+    gpu.verify(vec4(8), spmv())
+    gpu.verify(vec4(16), spmv())
+    gpu.verify(vec4(4), spmv("another"))
+    assert [len(j.earlier_baselines) for j in children] == [0, 4, 4, 0]
+    # a run's carried set never replaces the first full one
+    assert children[2].earlier_baselines == FIRST
