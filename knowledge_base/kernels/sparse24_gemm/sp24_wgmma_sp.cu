@@ -408,8 +408,8 @@ __device__ __forceinline__ void sp24w_issue_group(float (&part)[PARTS][ACC], con
 // copies). So one group stays in flight while the last one's products are added, and the other consumer warpgroup
 // keeps the tensor cores busy across each tile's last wait. SCRATCH 1 retires every group before the next: 64 fewer
 // registers, for 256 x 128 tiles, which read 31% fewer bytes from L2 per product than 128 x 128 (72 KB per
-// 16 instructions against 52 KB per 8: at 8192^3 the 128 x 128 start moves about 9.5 TB/s from L2, an estimate
-// from its bytes and time, not profiled). Each instruction's 64 products per thread cost
+// 16 instructions against 52 KB per 8). Measured at 8192^3 it is slower (828 us against the start's 725): Nsight
+// Compute puts the start's L2 throughput at 65%, so the bytes were not its bound. Each instruction's 64 products per thread cost
 // 64 adds on each scheduler, about as many issue cycles as the instruction's tensor-core time (an estimate from the
 // rated e4m3 2:4 peak, not profiled). At 8192^3 the product alone took 912 us promoted every instruction, 715 us
 // every 2 and 872 us every 4, where a k-tile's single group leaves nothing in flight while it is added
