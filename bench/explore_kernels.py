@@ -67,7 +67,8 @@ def variants(spec) -> list[tuple[str, dict[str, int]]]:
     if spec.family == "csr_spmv" and os.environ.get("SPMV_SWEEP") == "1":
         # every row-walk form on the matrices where merge path lost to cuSPARSE's row-based CSR_ALG1 (session 15):
         # which form, if any, beats it there, to check the cost model's ranking against measurement
-        out += [("spmv_merge_path", {"BLOCK": b, "ITEMS": i, "HINT": 1}) for b, i in ((256, 8), (256, 4), (128, 4), (512, 8))]
+        out += [("spmv_merge_path", {"BLOCK": b, "ITEMS": i, "HINT": 1, "EARLY": e})
+                for b, i, e in ((256, 8, 0), (256, 8, 1), (256, 4, 0), (128, 4, 0), (512, 8, 0))]
         out += [("spmv_csr_vec4", {"GROUP": g, "UNROLL": 2, "BLOCK": 256, "HINT": 1, "XL": 0}) for g in (1, 2, 4, 8, 16, 32)]
         out += [("spmv_csr_split_vec4", {"GROUP": g, "UNROLL": 2, "BLOCK": 256, "HINT": 1, "LONG_ROW": lr, "CHUNK": ch})
                 for g, lr, ch in ((2, 64, 4096), (4, 64, 4096), (8, 64, 4096), (4, 256, 1024), (8, 512, 4096), (2, 128, 2048))]

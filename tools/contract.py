@@ -1,8 +1,9 @@
 """The kernel contract (v2): what a candidate is. A candidate is data, never host code.
 
 Device source with `extern "C" __global__` entry points, integer template parameters (compiled in as
-`-D` macros), compile options from an allow-list, and a declarative launch sequence: grid, block, cluster
-and dynamic shared memory as expressions over problem symbols and parameters; typed arguments (device
+`-D` macros), compile options from an allow-list, and a declarative launch sequence: grid, block, cluster,
+dynamic shared memory and whether a launch may begin early, as expressions over problem symbols and parameters;
+typed arguments (device
 arrays, int32/int64/float32 scalars, TMA tensor maps passed by value); workspaces with an element type
 and a size expression; tensor maps declared over an array (box, element strides, swizzle); the
 accumulation type it promises. The runner, not the candidate, prepares inputs, allocates, encodes the
@@ -18,7 +19,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from sparseditto.tools.dtypes import DTYPES
-from sparseditto.tools.expr import evaluate
+from sparseditto.tools.expr import ExpressionError, evaluate
 
 _OPTION_PATTERNS = (
     re.compile(r"^-lineinfo$"),
@@ -71,6 +72,12 @@ class KernelLaunch(BaseModel):
     # thread-block cluster dimensions (sm_90+); the grid must divide into clusters
     cluster: Dims3 = ("1", "1", "1")
     shared_bytes: Expr = "0"
+    # nonzero: this launch may begin while the previous one of the sequence is still running (programmatic
+    # dependent launch, sm_90+), so that its launch and the work before its wait overlap that one's tail. Every
+    # thread of the entry must execute `griddepcontrol.wait` before it reads anything the earlier launches wrote and
+    # before it exits (the PTX check asks for the wait in the entry's code; every timed run's outputs are checked);
+    # the wait returns once those launches have finished and their writes are visible
+    early: Expr = "0"
     args: tuple[Arg, ...]
 
 
@@ -120,6 +127,7 @@ class Geometry(BaseModel):
     block: tuple[int, int, int]
     cluster: tuple[int, int, int] = (1, 1, 1)
     shared_bytes: int
+    early: bool = False
 
 
 class KernelCandidate(BaseModel):
@@ -190,8 +198,20 @@ class KernelCandidate(BaseModel):
         return [Geometry(entry=k.entry, grid=tuple(evaluate(e, env) for e in k.grid),
                          block=tuple(evaluate(e, env) for e in k.block),
                          cluster=tuple(evaluate(e, env) for e in k.cluster),
-                         shared_bytes=evaluate(k.shared_bytes, env))
+                         shared_bytes=evaluate(k.shared_bytes, env), early=evaluate(k.early, env) != 0)
                 for k in self.kernels]
+
+    def early_entries(self) -> set[str]:
+        """The entries a launch may begin early (`early`), by the parameters alone; an expression that needs the
+        problem's symbols counts as early (the PTX check then asks for the wait)."""
+        found = set()
+        for k in self.kernels:
+            try:
+                if evaluate(k.early, self.parameters) != 0:
+                    found.add(k.entry)
+            except ExpressionError:
+                found.add(k.entry)
+        return found
 
     def workspace_sizes(self, symbols: Mapping[str, int]) -> dict[str, int]:
         """Elements of each workspace (raises ExpressionError)."""

@@ -68,14 +68,19 @@ class DriverLaunch:
         config.gridDimX, config.gridDimY, config.gridDimZ = geometry.grid
         config.blockDimX, config.blockDimY, config.blockDimZ = geometry.block
         config.sharedMemBytes = geometry.shared_bytes
+        attrs = []
         if geometry.cluster != (1, 1, 1):
             attr = drv.CUlaunchAttribute()
             attr.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
             attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = geometry.cluster
-            config.attrs = [attr]
-            config.numAttrs = 1
-        else:
-            config.numAttrs = 0
+            attrs.append(attr)
+        if geometry.early:
+            attr = drv.CUlaunchAttribute()
+            attr.id = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+            attr.value.programmaticStreamSerializationAllowed = 1
+            attrs.append(attr)
+        config.attrs = attrs
+        config.numAttrs = len(attrs)
         self.config = config
 
     def __call__(self, stream_ptr: int) -> None:

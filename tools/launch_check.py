@@ -123,8 +123,14 @@ def _sizes(candidate: KernelCandidate, symbols: Mapping[str, int], value_dtype: 
         sizes = candidate.workspace_sizes(symbols)
     except ExpressionError as exc:
         raise LaunchRejected("invalid_expression", str(exc)) from None
-    for geo in geometries:
+    for i, geo in enumerate(geometries):
         _check_geometry(geo, limits, (resources or {}).get(geo.entry))
+        if geo.early and i == 0:
+            raise LaunchRejected("early_launch", f"{geo.entry}: the first launch of a sequence cannot begin early: "
+                                 "nothing of the same call runs before it, and the previous call's must finish first")
+        if geo.early and not limits.has_clusters:
+            raise LaunchRejected("early_launch", f"{geo.entry}: an early (programmatic dependent) launch needs sm_90 "
+                                 f"or newer, not {limits.arch}")
     dtypes = {name: value_dtype if w.dtype == "value" else w.dtype for name, w in candidate.workspace.items()}
     _check_workspace(sizes, dtypes)
     return geometries, sizes, dtypes

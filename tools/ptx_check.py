@@ -12,14 +12,15 @@ substrings: a function `exit_loop` or a register `%r_clock` is not refused) and 
 - `.global` variables that the code uses (at module scope, or declared by inline asm in a function): state kept
   in device memory between calls is how a kernel memoises results or counts calls to be lazy when timed. Under
   the kernel contract all state lives in the runner's workspaces, which it refills with garbage before every
-  call. `.const` data cannot be written.
+  call. `.const` data cannot be written;
+- an entry launched early (programmatic dependent launch) without a `griddepcontrol.wait` in its own code.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
 from sparseditto.tools.results import Feedback
@@ -167,9 +168,24 @@ def _global_variable_refusals(program: list[Statement], code: str) -> list[Feedb
             for s in program if (m := _GLOBAL_VARIABLE.fullmatch(s.text)) and uses[m.group(1)] > 1]
 
 
-def check_ptx(ptx: str) -> list[Feedback]:
-    """One failed 'static' feedback per refused construct in the PTX (its first occurrence); empty when clean."""
+def _missing_waits(program: list[Statement], early_entries: Collection[str]) -> list[Feedback]:
+    """Each entry launched early whose own code holds no `griddepcontrol.wait`: it could read what the launch
+    before it has not yet written."""
+    waits = {s.function for s in program
+             if s.function is not None and (m := _INSTRUCTION.match(s.text)) and m.group(1) == "griddepcontrol.wait"}
+    return [Feedback(stage="static", status="failed", error_type="forbidden_construct",
+                     message=f"{entry} is launched early (programmatic dependent launch) but its code never executes "
+                             "griddepcontrol.wait: it could read results the launch before it has not written yet",
+                     location=f"function {entry}", evidence={"layer": "ptx", "entry": entry},
+                     suggestion="execute griddepcontrol.wait (cudaGridDependencySynchronize) before the first read of "
+                                "anything an earlier launch of the sequence writes, or drop `early` from the launch")
+            for entry in sorted(early_entries) if entry not in waits]
+
+
+def check_ptx(ptx: str, early_entries: Collection[str] = ()) -> list[Feedback]:
+    """One failed 'static' feedback per refused construct in the PTX (its first occurrence), and one per entry
+    launched early without a wait (`early_entries`); empty when clean."""
     code = _code(ptx)
     program = list(statements(code))
     return [*_instruction_refusals(program), *_external_function_refusals(program),
-            *_global_variable_refusals(program, code)]
+            *_global_variable_refusals(program, code), *_missing_waits(program, early_entries)]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from sparseditto.tools.compiler import CompileResult
@@ -322,11 +323,13 @@ def check_cubin(cubin: bytes, timeout_s: float = 60.0) -> list[Feedback] | str:
     ) for f in forbidden_instructions(listing))]
 
 
-def check_compiled(result: CompileResult, timeout_s: float = 60.0) -> list[Feedback] | str:
+def check_compiled(result: CompileResult, timeout_s: float = 60.0, early_entries: Collection[str] = ()) -> list[Feedback] | str:
     """The contract on what the compiler produced, whatever the source and its headers spelled: the PTX check
     and the SASS check, their findings together; when a layer could not run and the other found nothing, a
-    one-line reason instead (never an empty list, which means checked and clean)."""
-    ptx = check_ptx(result.ptx) if result.ptx is not None else "PTX check not executed: the compiler gave no PTX"
+    one-line reason instead (never an empty list, which means checked and clean). `early_entries`: the entries
+    launched early, which must wait for the launches before them (check_ptx)."""
+    ptx = (check_ptx(result.ptx, early_entries) if result.ptx is not None
+           else "PTX check not executed: the compiler gave no PTX")
     sass = check_cubin(result.cubin, timeout_s) if result.cubin else "SASS check not executed: the compiler gave no cubin"
     findings = [*(ptx if isinstance(ptx, list) else []), *(sass if isinstance(sass, list) else [])]
     reasons = [r for r in (ptx, sass) if isinstance(r, str)]

@@ -126,7 +126,7 @@ def check_and_compile(candidate: KernelCandidate, spec: Spec, arch: str) -> tupl
     result, fb = compile_candidate(candidate, spec, arch)
     if not result.ok:
         return result, [fb], {}
-    compiled_check = check_compiled(result)
+    compiled_check = check_compiled(result, early_entries=candidate.early_entries())
     if isinstance(compiled_check, list) and compiled_check:
         return result, [fb, *compiled_check], {}
     static, sass = static_analysis(result)
@@ -222,6 +222,28 @@ def needless_tools(candidate: KernelCandidate, result: CompileResult, sass: dict
     return out
 
 
+class SpecBaselines:
+    """Every baseline configuration as the first verification of the spec at hand timed them, for the later ones
+    to carry (RunJob.earlier_baselines). Held by the process, not by a verifier: the pipeline makes a verifier per
+    tool call. One spec at a time: an evaluation moves from spec to spec."""
+
+    def __init__(self) -> None:
+        self._key: tuple[str, str] | None = None
+        self._baselines: list[BaselineTiming] = []
+
+    def get(self, key: tuple[str, str]) -> list[BaselineTiming]:
+        """(arch, spec JSON) -> the timings kept for it, or [] (another spec, or none yet)."""
+        return list(self._baselines) if key == self._key else []
+
+    def keep(self, key: tuple[str, str], baselines: list[BaselineTiming]) -> None:
+        """The first full set of timings of a spec; a later one of the same spec changes nothing."""
+        if key != self._key or not self._baselines:
+            self._key, self._baselines = key, list(baselines)
+
+
+SPEC_BASELINES = SpecBaselines()
+
+
 class GpuVerifier:
     """Compile here, run in child processes with timeouts: a crash or hang never reaches the pipeline.
 
@@ -249,8 +271,6 @@ class GpuVerifier:
         self.tool_timeout_s = tool_timeout_s
         self.tools_record = tools_record or _PROCESS_TOOLS
         self.profile_baseline = profile_baseline
-        # per spec, every baseline configuration as its first verification timed them (RunJob.earlier_baselines)
-        self.spec_baselines: dict[str, list[BaselineTiming]] = {}
 
     def verify(self, candidate: KernelCandidate, spec: Spec, best_us: float | None = None,
                already_checked: str | None = None, ahead: Sequence[KernelCandidate] = ()) -> VerificationReport:
@@ -289,7 +309,7 @@ class GpuVerifier:
             if isinstance(run, Feedback):
                 return _report(candidate, self.backend, result, [*feedback, run], sass)
             if run.baselines and not any(b.carried for b in run.baselines):
-                self.spec_baselines.setdefault(spec_key, run.baselines)
+                SPEC_BASELINES.keep((arch, spec_key), run.baselines)
             try:
                 return self._after_run(candidate, spec, result, feedback, sass, job, run, Path(tmp), digest, best_us,
                                        already_checked, faster_ahead)
@@ -344,7 +364,7 @@ class GpuVerifier:
         return RunJob(candidate=candidate, spec=spec, cubin_path=str(cubin), resources=result.resources,
                       seeds=draw.seeds, held_out_shapes=draw.held_out_shapes, held_out_seed=draw.held_out_seed,
                       timing_seed=draw.timing_seed, runs=self.runs, instances_path=str(folder / f"{name}-instances.pkl"),
-                      earlier_baselines=self.spec_baselines.get(spec.model_dump_json(), []))
+                      earlier_baselines=SPEC_BASELINES.get((spec.arch or self.arch, spec.model_dump_json())))
 
     def _ahead_jobs(self, ahead: Sequence[KernelCandidate], spec: Spec, arch: str, draw: InputDraw,
                     seen: set[str]) -> list[tuple[str, tuple[Any, ...], RunJob]]:

@@ -195,3 +195,22 @@ __device__ __forceinline__ float sd_quad_walk(const int* __restrict__ colind, co
         sd_quad_load<SD_H>(colind, values, aa, lo, hi, nnz, pol, c, v);
     });
 }
+
+// ---- programmatic dependent launch (a launch declared `early` in the sequence, sm_90+) ----
+// An entry launched early calls this before it reads anything an earlier launch of the sequence wrote: the wait
+// returns once those launches have finished and their writes are visible. Reads of the inputs and preparations
+// may come before it; they are what overlaps the earlier launch's tail.
+__device__ __forceinline__ void sd_wait_earlier_launches() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// The next launch, when declared early, may begin once every block of this one has called this or finished.
+// Called after a block's last write it moves that start up by the block's exit, and it never makes the next
+// launch's reads early: those wait in sd_wait_earlier_launches.
+__device__ __forceinline__ void sd_allow_next_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}

@@ -115,16 +115,62 @@ def children(monkeypatch):
 
     monkeypatch.setattr(verifier_module, "run_child", run_child)
     monkeypatch.setattr(verifier_module, "AHEAD", AheadResults())
+    monkeypatch.setattr(verifier_module, "SPEC_BASELINES", verifier_module.SpecBaselines())
     monkeypatch.setattr(verifier_module, "_PROCESS_TOOLS", verifier_module.ProcessToolsRecord())
     return jobs
 
 
-def test_later_verifications_of_a_spec_carry_its_first_timings_and_other_specs_do_not(children):
-    gpu = verifier_module.GpuVerifier(arch="sm_90", sanitize=False, profile=False)
-    gpu.verify(vec4(4), spmv())
-    gpu.verify(vec4(8), spmv())
-    gpu.verify(vec4(16), spmv())
-    gpu.verify(vec4(4), spmv("another"))
-    assert [len(j.earlier_baselines) for j in children] == [0, 4, 4, 0]
+def verifier():
+    """A new verifier per call, as the pipeline's tool node makes one per verification."""
+    return verifier_module.GpuVerifier(arch="sm_90", sanitize=False, profile=False)
+
+
+def test_later_verifications_of_a_spec_carry_its_first_timings_and_another_spec_starts_afresh(children):
+    verifier().verify(vec4(4), spmv())
+    verifier().verify(vec4(8), spmv())
+    verifier().verify(vec4(16), spmv())
+    verifier().verify(vec4(4), spmv("another"))
+    verifier().verify(vec4(8), spmv())  # back to the first spec: its timings were let go
+    assert [len(j.earlier_baselines) for j in children] == [0, 4, 4, 0, 0]
     # a run's carried set never replaces the first full one
     assert children[2].earlier_baselines == FIRST
+
+
+def test_the_pipelines_tool_node_carries_between_its_verifications(children, monkeypatch):
+    """Through make_verifier, as `sparseditto run` and the eval build it: a new verifier for every call."""
+    from sparseditto.tools import device
+
+    facts = device.DeviceFacts(gpu={"name": "double", "arch": "sm_90"}, nvcc="nvcc")
+    monkeypatch.setattr(device, "detect", lambda: facts)
+    for group in (4, 8):
+        verifier_module.make_verifier().verify(vec4(group), spmv())
+    assert [len(j.earlier_baselines) for j in children] == [0, 4]
+
+
+# -- which timings a speedup is measured against -----------------------------------------------------------------
+
+def test_the_speedup_is_against_a_baseline_timed_in_this_run_even_when_a_carried_one_is_faster():
+    again = timing("cusparse_alg1", "cusparse", 23.0)  # the earlier fastest, slower on this instance
+    carried = [b.model_copy(update={"carried": True}) for b in FIRST[1:]]  # cusparse_default at 22 us among them
+    best, per_library = runner.reference_baselines([again, *carried])
+    assert best == again
+    assert per_library["cusparse"] == again  # a library timed here is measured by what was timed here
+    assert per_library["torch_sparse"].carried and per_library["torch_sparse"].median_us == 30.0
+    assert runner.reference_baselines(carried)[0] is None  # nothing timed here: no speedup reference
+
+
+def test_the_fastest_configuration_is_built_from_its_own_library_alone(monkeypatch):
+    from sparseditto.tools import baselines as registry
+    from sparseditto.tools.baselines import common
+
+    asked = []
+
+    def candidates(family, libraries, problem, device):
+        asked.append(list(libraries))
+        return [SimpleNamespace(name=n) for n in ("cusparse_default", "cusparse_alg1")]
+
+    monkeypatch.setattr(registry, "candidates", candidates)
+    monkeypatch.setattr(common, "collect", lambda options: [o.name for o in options])
+    problem = SimpleNamespace(inputs={"x": None})
+    built = runner._fastest_call(job([]), {"x": 1}, problem, FIRST[0])
+    assert asked == [["cusparse"]] and built == ["cusparse_alg1"]

@@ -50,8 +50,8 @@ CASES = {
     "empty_rows_mix": generate("empty_rows_mix", 6000, seed=3),
     "lp_rectangular": generate("lp_rectangular", 6000, seed=4),
 }
-PARAMS = [{"BLOCK": 128, "ITEMS": 4, "HINT": 1}, {"BLOCK": 256, "ITEMS": 8, "HINT": 0},
-          {"BLOCK": 128, "ITEMS": 16, "HINT": 1}]
+PARAMS = [{"BLOCK": 128, "ITEMS": 4, "HINT": 1, "EARLY": 0}, {"BLOCK": 256, "ITEMS": 8, "HINT": 0, "EARLY": 1},
+          {"BLOCK": 128, "ITEMS": 16, "HINT": 1, "EARLY": 0}]
 
 
 def brute_merge(rowptr: np.ndarray) -> list[tuple[int, int]]:
@@ -225,7 +225,7 @@ def test_emulation_in_16_bit_types_on_the_family_problem(dtype):
     spec = parse_spec({"operation": "spmv", "pattern": {"distribution": "power_law", "nnz_per_row": 9},
                        "M": 700, "K": 500, "dtype": dtype})
     problem = family.make_problem(spec, seed=2)
-    params = {"BLOCK": 128, "ITEMS": 4, "HINT": 1}
+    params = {"BLOCK": 128, "ITEMS": 4, "HINT": 1, "EARLY": 0}
     arrays, symbols = family.preparations["merge_path"](problem, params)
     y, stores = emulate(problem, arrays, symbols, params)
     assert (stores == 1).all()
@@ -248,8 +248,8 @@ def _spec(dtype: str):
 def test_kernel_compiles_without_spills_and_passes_the_compile_only_verifier(dtype):
     kernel = get_kernel("spmv_merge_path")
     assert kernel.preparation == "merge_path" and "merge_path" in get_family("csr_spmv").preparations
-    for params in ({"BLOCK": 256, "ITEMS": 8, "HINT": 1}, {"BLOCK": 512, "ITEMS": 8, "HINT": 0},
-                   {"BLOCK": 128, "ITEMS": 16, "HINT": 1}):
+    for params in ({"BLOCK": 256, "ITEMS": 8, "HINT": 1, "EARLY": 0}, {"BLOCK": 512, "ITEMS": 8, "HINT": 0, "EARLY": 1},
+                   {"BLOCK": 128, "ITEMS": 16, "HINT": 1, "EARLY": 1}):
         assert kernel.violated(params, {}, dtype) is None
         report = verify_compile_only(kernel.instantiate(params), _spec(dtype), ("spmv_merge_tiles", "spmv_merge_fixup"))
         assert report.resources["spmv_merge_tiles"].shared_bytes <= 48 * 1024
@@ -257,4 +257,4 @@ def test_kernel_compiles_without_spills_and_passes_the_compile_only_verifier(dty
 
 
 def test_a_tile_too_large_for_static_shared_memory_is_refused_by_the_constraint():
-    assert get_kernel("spmv_merge_path").violated({"BLOCK": 512, "ITEMS": 16, "HINT": 1}, {}, "fp32") is not None
+    assert get_kernel("spmv_merge_path").violated({"BLOCK": 512, "ITEMS": 16, "HINT": 1, "EARLY": 0}, {}, "fp32") is not None

@@ -16,12 +16,15 @@ summary: >
   with coalesced writes. Rows that cross a tile boundary are finished by a second, small launch that sums the
   tiles' fp32 carries in a fixed order (no atomics: the result is deterministic). One launch cannot do it
   without a race: a cross-block handshake needs a flag or counter of known state, and workspaces hold
-  undefined bytes at every call.
+  undefined bytes at every call. EARLY 1 (sm_90) lets the fix-up launch begin while the tiles finish: its reads
+  of the preparation's arrays overlap their tail, and it waits for them (griddepcontrol.wait) before it reads
+  their carries.
 preparation: merge_path
 parameters:
   BLOCK: [128, 256, 512]
   ITEMS: [4, 8, 16]
   HINT: [0, 1]
+  EARLY: [0, 1]
 constraints:
   - "BLOCK * ITEMS <= 4096"  # the tile's row ends and products in static shared memory (under 48 KB)
 workspace:
@@ -35,6 +38,7 @@ kernels:
   - entry: spmv_merge_fixup
     grid: ["ceil_div(max(n_fix, 1) * 32, 256)", "1", "1"]
     block: ["256", "1", "1"]
+    early: "EARLY"
     args: [tile_row, tile_carry, tile_head, fix_tile, fix_first, y, n_fix]
 ---*/
 // Tile b holds the merge items from coordinate (i0, j0) = (tile_row[b], tile_nz[b]) (rows ended, nonzeros
@@ -143,6 +147,7 @@ spmv_merge_tiles(const int* __restrict__ rowptr, const int* __restrict__ colind,
         else y[i0 + r] = sd_from_f32(s_val[n_nz + r]);
     }
     if (tid == BLOCK - 1) tile_carry[b] = s_incl[BLOCK - 1];
+    if (EARLY) sd_allow_next_launch();
 }
 
 extern "C" __global__ void __launch_bounds__(256)
@@ -152,12 +157,16 @@ spmv_merge_fixup(const int* __restrict__ tile_row, const float* __restrict__ til
 {
     const int f = (blockIdx.x * 256 + threadIdx.x) / 32;
     const int lane = threadIdx.x % 32;
+    // the preparation's arrays first (with EARLY, while the tiles still run), then the tiles' carries
+    const int b = f < n_fix ? __ldg(fix_tile + f) : 0;
+    const int first = f < n_fix ? __ldg(fix_first + f) : 0;
+    const int row = f < n_fix ? __ldg(tile_row + b) : 0;
+    if (EARLY) sd_wait_earlier_launches();
     if (f >= n_fix) return;  // whole warps leave together
-    const int b = __ldg(fix_tile + f);
     float acc = 0.f;
-    for (int t = __ldg(fix_first + f) + lane; t < b; t += 32) acc += tile_carry[t];
+    for (int t = first + lane; t < b; t += 32) acc += tile_carry[t];
 #pragma unroll
     for (int offset = 16; offset > 0; offset >>= 1)
         acc += __shfl_down_sync(SD_FULL_MASK, acc, offset);
-    if (lane == 0) y[__ldg(tile_row + b)] = sd_from_f32(tile_head[b] + acc);
+    if (lane == 0) y[row] = sd_from_f32(tile_head[b] + acc);
 }

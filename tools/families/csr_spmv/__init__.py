@@ -72,7 +72,7 @@ class CsrSpmv(CsrFamily):
             StrategyStart("spmv_csr_split_vec4", {"GROUP": split_group, **split},
                           f"CSR with rows over {SHORT_ROW} cut into warp-sized chunks (max {f['row_max']:.0f}, "
                           f"cv {f['row_cv']:.2f}), {split_group} lanes per shorter row"),
-            StrategyStart("spmv_merge_path", {"BLOCK": 256, "ITEMS": 8, "HINT": 1},
+            StrategyStart("spmv_merge_path", {"BLOCK": 256, "ITEMS": 8, "HINT": 1, "EARLY": 0},
                           f"merge path: equal shares of rows + nonzeros per thread, whatever the skew (cv {f['row_cv']:.2f})"),
             StrategyStart("spmv_sell_c_sigma", {"C": 32, "SIGMA": 4096, "BLOCK": 256},
                           f"SELL-32-4096: coalesced without shuffles on rows of similar length (cv {f['row_cv']:.2f})"),

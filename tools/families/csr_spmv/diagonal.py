@@ -35,22 +35,34 @@ def diagonals(rowptr: np.ndarray, colind: np.ndarray, params: dict[str, int]) ->
     nnz = int(rowptr[-1])
     colind = colind[:nnz].astype(np.int64)
     rows = np.repeat(np.arange(M, dtype=np.int64), np.diff(rowptr))
-    # offsets shifted to be >= 0: every pass below is linear in nnz (sorting 20M offsets took seconds)
+    # offsets shifted to be >= 0: counted by a bincount and found by a table, linear in nnz where the range of
+    # offsets is not much wider than nnz (sorting 20M offsets took seconds); by a sort where it is (hypersparse)
     shift = M - 1 if M else 0
     shifted = colind - rows + shift
-    counts_all = np.bincount(shifted, minlength=1)
-    distinct = np.flatnonzero(counts_all)
-    counts = counts_all[distinct]
-    distinct -= shift
+    span = int(shifted.max()) + 1 if nnz else 1
+    by_table = span <= 4 * nnz + 1024
+    if by_table:
+        counts_all = np.bincount(shifted, minlength=span)
+        distinct = np.flatnonzero(counts_all)
+        counts = counts_all[distinct]
+    else:
+        distinct, counts = np.unique(shifted, return_counts=True)
     max_diags = int(params["MAX_DIAGS"])
     # densest first, ties to the offset nearest the main diagonal, then the lower offset
-    order = np.lexsort((distinct, np.abs(distinct), -counts))[:max_diags]
-    offsets = np.sort(distinct[order])
+    order = np.lexsort((distinct, np.abs(distinct - shift), -counts))[:max_diags]
+    stored = np.sort(distinct[order])  # shifted offsets, ascending
+    offsets = stored - shift
     n_diags = len(offsets)
 
-    lookup = np.full(len(counts_all), -1, dtype=np.int16)  # shifted offset -> its slot, -1 where not stored
-    lookup[offsets + shift] = np.arange(n_diags)
-    slot = lookup[shifted].astype(np.int64)
+    if by_table:
+        lookup = np.full(span, -1, dtype=np.int32)  # shifted offset -> its slot, -1 where not stored
+        lookup[stored] = np.arange(n_diags)
+        slot = lookup[shifted].astype(np.int64)
+    else:
+        pos = np.searchsorted(stored, shifted)
+        found = (pos < n_diags) & (stored[np.minimum(pos, max(n_diags - 1, 0))] == shifted) if n_diags \
+            else np.zeros(nnz, bool)
+        slot = np.where(found, pos, -1)
     in_dia = slot >= 0
     # a duplicate (row, diagonal) pair: only its first copy goes to DIA. Columns strictly rising within every row
     # (canonical CSR) rule duplicates out without sorting
