@@ -70,8 +70,10 @@ def variants(spec) -> list[tuple[str, dict[str, int]]]:
         out += [("spmv_merge_path", {"BLOCK": b, "ITEMS": i, "HINT": 1, "EARLY": e})
                 for b, i, e in ((256, 8, 0), (256, 8, 1), (256, 4, 0), (128, 4, 0), (512, 8, 0))]
         out += [("spmv_csr_vec4", {"GROUP": g, "UNROLL": 2, "BLOCK": 256, "HINT": 1, "XL": 0}) for g in (1, 2, 4, 8, 16, 32)]
-        out += [("spmv_csr_split_vec4", {"GROUP": g, "UNROLL": 2, "BLOCK": 256, "HINT": 1, "LONG_ROW": lr, "CHUNK": ch})
-                for g, lr, ch in ((2, 64, 4096), (4, 64, 4096), (8, 64, 4096), (4, 256, 1024), (8, 512, 4096), (2, 128, 2048))]
+        out += [("spmv_csr_split_vec4", {"GROUP": g, "UNROLL": 2, "BLOCK": 256, "HINT": 1, "LONG_ROW": lr, "CHUNK": ch,
+                                         "EARLY": e})
+                for g, lr, ch, e in ((4, 64, 4096, 0), (4, 64, 4096, 1), (2, 64, 4096, 0), (8, 64, 4096, 0),
+                                     (4, 256, 1024, 0), (2, 128, 2048, 0))]
         out += [("spmv_sell_c_sigma", {"C": c, "SIGMA": sigma, "BLOCK": 256}) for c, sigma in ((32, 1024), (32, 16384), (16, 4096))]
         return out
     if spec.family == "csr_spmv":
@@ -80,7 +82,8 @@ def variants(spec) -> list[tuple[str, dict[str, int]]]:
             out.append(("spmv_csr_vec4", {"GROUP": 4, "UNROLL": 2, "BLOCK": 256, "HINT": 1, "XL": 0}))
         else:
             for g, ch in ((4, 4096), (8, 4096), (4, 2048)):
-                out.append(("spmv_csr_split_vec4", {"GROUP": g, "UNROLL": 2, "BLOCK": 256, "HINT": 1, "LONG_ROW": 64, "CHUNK": ch}))
+                out.append(("spmv_csr_split_vec4", {"GROUP": g, "UNROLL": 2, "BLOCK": 256, "HINT": 1, "LONG_ROW": 64,
+                                                    "CHUNK": ch, "EARLY": 0}))
         return out
     wide, unroll = (4, 8) if spec.dtype == "fp32" else (8, 4)
     out.append(("spmm_csr_rowsplit", {"VW": wide, "WARPS": 4, "UNROLL": unroll}))

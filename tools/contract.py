@@ -73,7 +73,8 @@ class KernelLaunch(BaseModel):
     cluster: Dims3 = ("1", "1", "1")
     shared_bytes: Expr = "0"
     # nonzero: this launch may begin while the previous one of the sequence is still running (programmatic
-    # dependent launch, sm_90+), so that its launch and the work before its wait overlap that one's tail. Every
+    # dependent launch; on GPUs before sm_90 it is an ordinary launch), so that its launch and the work before its
+    # wait overlap that one's tail. Every
     # thread of the entry must execute `griddepcontrol.wait` before it reads anything the earlier launches wrote and
     # before it exits (the PTX check asks for the wait in the entry's code; every timed run's outputs are checked);
     # the wait returns once those launches have finished and their writes are visible

@@ -64,7 +64,7 @@ class DeviceLimits:
 
     @property
     def has_clusters(self) -> bool:
-        """Thread-block clusters and TMA tensor maps came with sm_90."""
+        """Thread-block clusters, TMA tensor maps and programmatic dependent launch came with sm_90."""
         return arch_number(self.arch) >= 90
 
 
@@ -111,9 +111,10 @@ def plan_launch(candidate: KernelCandidate, symbols: Mapping[str, int], scalars:
 
 
 def check_sizes(candidate: KernelCandidate, symbols: Mapping[str, int], value_dtype: str, limits: DeviceLimits,
-                resources: Mapping[str, KernelResources] | None = None) -> None:
-    """The checks that need symbols only (geometry and workspaces): for a shape whose arrays were never made."""
-    _sizes(candidate, symbols, value_dtype, limits, resources)
+                resources: Mapping[str, KernelResources] | None = None) -> list[Geometry]:
+    """The checks that need symbols only (geometry and workspaces): for a shape whose arrays were never made. The
+    launches' geometries as they would go on this device."""
+    return _sizes(candidate, symbols, value_dtype, limits, resources)[0]
 
 
 def _sizes(candidate: KernelCandidate, symbols: Mapping[str, int], value_dtype: str, limits: DeviceLimits,
@@ -123,14 +124,13 @@ def _sizes(candidate: KernelCandidate, symbols: Mapping[str, int], value_dtype: 
         sizes = candidate.workspace_sizes(symbols)
     except ExpressionError as exc:
         raise LaunchRejected("invalid_expression", str(exc)) from None
-    for i, geo in enumerate(geometries):
+    if geometries and geometries[0].early:
+        raise LaunchRejected("early_launch", f"{geometries[0].entry}: the first launch of a sequence cannot begin "
+                             "early: nothing of the same call runs before it, and the previous call's must finish first")
+    if not limits.has_clusters:  # no programmatic dependent launch before sm_90: an early launch is an ordinary one
+        geometries = [g.model_copy(update={"early": False}) for g in geometries]
+    for geo in geometries:
         _check_geometry(geo, limits, (resources or {}).get(geo.entry))
-        if geo.early and i == 0:
-            raise LaunchRejected("early_launch", f"{geo.entry}: the first launch of a sequence cannot begin early: "
-                                 "nothing of the same call runs before it, and the previous call's must finish first")
-        if geo.early and not limits.has_clusters:
-            raise LaunchRejected("early_launch", f"{geo.entry}: an early (programmatic dependent) launch needs sm_90 "
-                                 f"or newer, not {limits.arch}")
     dtypes = {name: value_dtype if w.dtype == "value" else w.dtype for name, w in candidate.workspace.items()}
     _check_workspace(sizes, dtypes)
     return geometries, sizes, dtypes

@@ -26,23 +26,41 @@ def spec():
                        "M": 3000, "K": 2000, "arch": "sm_90"})
 
 
+def plan_geometry(candidate, arch: str):
+    return check_sizes(candidate, SYMBOLS, "fp32", DeviceLimits.for_arch(arch))
+
+
 def test_the_flag_follows_the_parameter():
     assert merge_path(0).early_entries() == set()
     assert merge_path(1).early_entries() == {"spmv_merge_fixup"}
     assert [g.early for g in merge_path(1).geometry(SYMBOLS)] == [False, True]
 
 
-def test_an_early_launch_needs_sm_90_and_a_launch_before_it():
-    check_sizes(merge_path(1), SYMBOLS, "fp32", DeviceLimits.for_arch("sm_90"))
-    with pytest.raises(LaunchRejected) as older:
-        check_sizes(merge_path(1), SYMBOLS, "fp32", DeviceLimits.for_arch("sm_80"))
-    assert older.value.error_type == "early_launch"
+def test_an_early_launch_needs_a_launch_before_it_and_is_ordinary_before_sm_90():
+    assert [g.early for g in plan_geometry(merge_path(1), "sm_90")] == [False, True]
+    assert [g.early for g in plan_geometry(merge_path(1), "sm_80")] == [False, False]
     first = merge_path(1)
     launches = list(first.kernels)
     first = first.model_copy(update={"kernels": (launches[0].model_copy(update={"early": "1"}), launches[1])})
     with pytest.raises(LaunchRejected) as leading:
         check_sizes(first, SYMBOLS, "fp32", DeviceLimits.for_arch("sm_90"))
     assert leading.value.error_type == "early_launch" and "first launch" in leading.value.message
+
+
+def split_vec4(early: int):
+    return get_kernel("spmv_csr_split_vec4").instantiate({"GROUP": 4, "UNROLL": 2, "BLOCK": 256, "HINT": 1,
+                                                          "LONG_ROW": 64, "CHUNK": 1024, "EARLY": early})
+
+
+@pytest.mark.parametrize("make", [merge_path, split_vec4])
+def test_each_kernel_with_an_early_launch_compiles_clean_with_its_wait(make):
+    candidate = make(1)
+    (entry,) = candidate.early_entries()
+    assert entry == candidate.kernels[1].entry and make(0).early_entries() == set()
+    result, feedback, _ = check_and_compile(candidate, spec(), "sm_90")
+    assert result is not None and result.ok
+    assert not [f for f in feedback if f.status in {"failed", "error"}], feedback
+    assert all(r.spill_stores == 0 and r.stack_bytes == 0 for r in result.resources.values()), result.resources
 
 
 def test_the_early_entry_waits_in_the_compiled_code_and_a_missing_wait_is_refused():
@@ -69,9 +87,11 @@ def test_a_launch_declares_early_as_an_expression():
 
 
 @pytest.mark.gpu
-def test_merge_path_with_its_fix_up_launched_early_is_correct_and_clean_on_the_gpu():
+@pytest.mark.parametrize("make", [merge_path, split_vec4])
+def test_a_kernel_with_its_second_launch_early_is_correct_and_clean_on_the_gpu(make):
     """Correct on fresh inputs and held-out shapes, every timed run checked, and clean under compute-sanitizer's
-    four tools with the early launch in the sequence."""
+    four tools with the early launch in the sequence (the split kernel's CHUNK 1024 gives rows of several chunks,
+    so its second launch has sums to add)."""
     from sparseditto.tools.device import detect
     from sparseditto.tools.verifier import GpuVerifier
 
@@ -80,6 +100,6 @@ def test_merge_path_with_its_fix_up_launched_early_is_correct_and_clean_on_the_g
         pytest.skip(f"an early launch needs sm_90, the device is {arch}")
     skewed = parse_spec({"operation": "spmv", "pattern": {"distribution": "power_law", "nnz_per_row": 12},
                          "M": 20011, "K": 20011})
-    report = GpuVerifier(arch=arch, trials=3, timeout_s=180, runs=10, profile=False).verify(merge_path(1), skewed)
+    report = GpuVerifier(arch=arch, trials=3, timeout_s=180, runs=10, profile=False).verify(make(1), skewed)
     assert report.correct and report.measurement is not None, [(f.stage, f.status, f.message) for f in report.feedback]
     assert report.stage("sanitizer").status == "passed", report.stage("sanitizer").message

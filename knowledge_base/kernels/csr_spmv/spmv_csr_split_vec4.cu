@@ -12,7 +12,9 @@ summary: >
   nonzeros, one warp per chunk, each writing its partial sum to an fp32 workspace (no atomics, no
   zeroing); the remaining blocks treat the short rows with GROUP lanes per row. A second small launch
   sums the partials of the rows longer than CHUNK (several chunks), one block per such row; a row of
-  one chunk is written directly by its warp. Needs the preparation `long_row_chunk_ptr`.
+  one chunk is written directly by its warp. Needs the preparation `long_row_chunk_ptr`. EARLY 1 (sm_90)
+  launches the second kernel while the first finishes: where no row has several chunks it has nothing to add,
+  and with EARLY its launch overlaps the first's tail instead of following it.
 preparation: long_row_chunk_ptr
 measured:  # H200 (sm_90), offline pipeline runs; median of 30 with L2 flushed
   - {spec: spmv_fp32_powerlaw, gpu: NVIDIA H200, params: {BLOCK: 256, CHUNK: 4096, GROUP: 4, HINT: 1, LONG_ROW: 64, UNROLL: 2}, median_us: 141.1, best_baseline: cusparse_spmv_default_pre,
@@ -24,6 +26,7 @@ parameters:
   LONG_ROW: [32, 64, 128, 256, 512]
   CHUNK: [256, 512, 1024, 2048, 4096]
   HINT: [0, 1]
+  EARLY: [0, 1]
 workspace:
   partial: {dtype: fp32, size: "max(n_long_chunks, 1)"}
 kernels:
@@ -34,6 +37,7 @@ kernels:
   - entry: spmv_split4_finish
     grid: ["max(n_multi_rows, 1)", "1", "1"]
     block: ["256", "1", "1"]
+    early: "EARLY"
     args: [partial, long_chunk_ptr, long_rows, multi_rows, y, n_multi_rows]
 ---*/
 // Kernel 1, blocks [0, LB) with LB = ceil(n_long_chunks * 32 / BLOCK): warp w takes chunk
@@ -95,9 +99,12 @@ spmv_split4_finish(const float* __restrict__ partial, const int* __restrict__ lo
                    value_t* __restrict__ y, int n_multi_rows)
 {
     __shared__ float red[8];
-    if ((int)blockIdx.x >= n_multi_rows) return;  // the whole block leaves (also when there are none)
-    const int i = __ldg(multi_rows + blockIdx.x);
-    const int lo = __ldg(long_chunk_ptr + i), hi = __ldg(long_chunk_ptr + i + 1);
+    // the preparation's arrays first (with EARLY, while the first kernel still runs), then its partial sums
+    const bool active = (int)blockIdx.x < n_multi_rows;
+    const int i = active ? __ldg(multi_rows + blockIdx.x) : 0;
+    const int lo = active ? __ldg(long_chunk_ptr + i) : 0, hi = active ? __ldg(long_chunk_ptr + i + 1) : 0;
+    if (EARLY) sd_wait_earlier_launches();
+    if (!active) return;  // the whole block leaves (also when there are none)
     float acc = 0.f;
     for (int j = lo + threadIdx.x; j < hi; j += 256) acc += partial[j];
 #pragma unroll

@@ -59,7 +59,7 @@ class CsrSpmv(CsrFamily):
             return max(g for g, t in times.items() if t <= 1.1 * min(times.values()))
 
         vec4 = {"UNROLL": 2, "BLOCK": 256, "HINT": 1, "XL": 0}
-        split = {"UNROLL": 2, "BLOCK": 256, "LONG_ROW": SHORT_ROW, "CHUNK": 4096, "HINT": 1}
+        split = {"UNROLL": 2, "BLOCK": 256, "LONG_ROW": SHORT_ROW, "CHUNK": 4096, "HINT": 1, "EARLY": 0}
         u16 = {"UNROLL": 2, "BLOCK": 256, "HINT": 1}
         group = fastest_group("spmv_csr_vec4", vec4)
         split_group = fastest_group("spmv_csr_split_vec4", split, WALK_GROUPS[:-1])
