@@ -30,7 +30,7 @@ _OPTION_PATTERNS = (
 _IDENT = r"^[A-Za-z_][A-Za-z0-9_]*$"
 Identifier = Annotated[str, Field(pattern=_IDENT)]
 # An integer expression (tools/expr.py); YAML integers are taken as their text.
-Expr = Annotated[str, BeforeValidator(lambda v: str(v) if type(v) is int else v)]
+Expr = Annotated[str, BeforeValidator(lambda v: str(int(v)) if type(v) in (int, bool) else v)]  # YAML true: "1"
 Dims3 = tuple[Expr, Expr, Expr]
 ScalarType = Literal["int32", "int64", "float32"]
 WorkspaceType = Literal["fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "int8", "int32", "int64", "value"]

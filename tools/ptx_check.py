@@ -13,14 +13,15 @@ substrings: a function `exit_loop` or a register `%r_clock` is not refused) and 
   in device memory between calls is how a kernel memoises results or counts calls to be lazy when timed. Under
   the kernel contract all state lives in the runner's workspaces, which it refills with garbage before every
   call. `.const` data cannot be written;
-- an entry launched early (programmatic dependent launch) without a `griddepcontrol.wait` in its own code.
+- an entry launched early (programmatic dependent launch) with a path to its exit that does not pass a
+  `griddepcontrol.wait`, or a global write, or a load through a pointer to what earlier launches write, before it.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 
 from sparseditto.tools.results import Feedback
@@ -65,11 +66,12 @@ _REGISTER = re.compile(r"%[\w$]+")
 
 @dataclass(frozen=True)
 class Statement:
-    """One PTX statement (a directive or an instruction) with its labels removed."""
+    """One PTX statement (a directive or an instruction), its labels apart."""
 
     text: str
     line: int
     function: str | None  # the function whose body holds it; None at module scope
+    labels: tuple[str, ...] = ()  # the labels that name it (branch targets); a label alone gives text ""
 
 
 def _blank(match: re.Match[str]) -> str:
@@ -90,9 +92,11 @@ def statements(code: str) -> Iterator[Statement]:
     for m in re.finditer(r"[;{}]", code):
         chunk = code[start:m.start()]
         text = _LABELS.sub("", chunk)
-        if text.strip():
+        labels = tuple(re.findall(r"([\w$]+)\s*:", chunk[:len(chunk) - len(text)]))
+        if text.strip() or labels:
             leading = chunk[:len(chunk) - len(text.lstrip())]
-            yield Statement(text=text.strip(), line=line + leading.count("\n"), function=function if depth else None)
+            yield Statement(text=text.strip(), line=line + leading.count("\n"), function=function if depth else None,
+                            labels=labels)
         if m.group(0) == "{":
             if depth == 0:  # a function's body, or a debug section's data
                 function = header.group(1) if (header := _FUNCTION_HEADER.search(chunk)) else None
@@ -168,24 +172,99 @@ def _global_variable_refusals(program: list[Statement], code: str) -> list[Feedb
             for s in program if (m := _GLOBAL_VARIABLE.fullmatch(s.text)) and uses[m.group(1)] > 1]
 
 
-def _missing_waits(program: list[Statement], early_entries: Collection[str]) -> list[Feedback]:
-    """Each entry launched early whose own code holds no `griddepcontrol.wait`: it could read what the launch
-    before it has not yet written."""
-    waits = {s.function for s in program
-             if s.function is not None and (m := _INSTRUCTION.match(s.text)) and m.group(1) == "griddepcontrol.wait"}
-    return [Feedback(stage="static", status="failed", error_type="forbidden_construct",
-                     message=f"{entry} is launched early (programmatic dependent launch) but its code never executes "
-                             "griddepcontrol.wait: it could read results the launch before it has not written yet",
-                     location=f"function {entry}", evidence={"layer": "ptx", "entry": entry},
-                     suggestion="execute griddepcontrol.wait (cudaGridDependencySynchronize) before the first read of "
-                                "anything an earlier launch of the sequence writes, or drop `early` from the launch")
-            for entry in sorted(early_entries) if entry not in waits]
+# instructions that end or redirect a thread's path, and what writes global memory (or may: a generic address)
+_BRANCH = re.compile(r"(@!?%?[\w$]+\s+)?bra(?:\.uni)?\s+([\w$]+)$")
+_RETURN = re.compile(r"(?:@!?%?[\w$]+\s+)?ret\b")
+_INDIRECT = re.compile(r"(?:@!?%?[\w$]+\s+)?brx\b")
+_GLOBAL_WRITE = re.compile(r"(?:@!?%?[\w$]+\s+)?(?:st|atom|red)(?:\.global)?(?:\.[\w:]+)*\s")
+_LOAD = re.compile(r"(?:@!?%?[\w$]+\s+)?ld(?:\.global)?(?:\.[\w:]+)*\s")
+_PARAM_LOAD = re.compile(r"ld\.param\.\w+\s+(%[\w$]+)\s*,\s*\[([\w$]+)_param_(\d+)\]")
+WAIT = "griddepcontrol.wait"
 
 
-def check_ptx(ptx: str, early_entries: Collection[str] = ()) -> list[Feedback]:
+def _before_wait(body: list[Statement]) -> tuple[set[int], Statement | None]:
+    """The statements some thread may execute before an unpredicated wait, and a way out without one (a return,
+    an indirect branch, or the end of the code), if there is: a walk of every path from the entry's start."""
+    where = {label: i for i, s in enumerate(body) for label in s.labels}
+    seen: set[int] = set()
+    paths = [0]
+    while paths:
+        i = paths.pop()
+        while i < len(body) and i not in seen:
+            seen.add(i)
+            text = body[i].text
+            if text == WAIT:
+                break
+            if _RETURN.match(text) or _INDIRECT.match(text):
+                return seen, body[i]
+            if branch := _BRANCH.match(text):
+                if branch.group(2) not in where:
+                    return seen, body[i]
+                paths.append(where[branch.group(2)])
+                if not branch.group(1):  # unconditional: this path goes on at the target only
+                    break
+            i += 1
+        else:
+            if i >= len(body):
+                return seen, body[-1] if body else None
+    return seen, None
+
+
+def _derived_registers(body: list[Statement], entry: str, guarded: Collection[int]) -> set[str]:
+    """The registers whose value may come from one of the `guarded` parameters (pointers to what earlier launches
+    write), through any chain of instructions: flow-insensitive, so a superset."""
+    tainted = {m.group(1) for s in body if (m := _PARAM_LOAD.match(s.text)) and m.group(2) == entry
+               and int(m.group(3)) in guarded}
+    grown = True
+    while grown:
+        grown = False
+        for s in body:
+            if not (m := _INSTRUCTION.match(s.text)) or m.group(1).startswith(("st", "bra", "ret")):
+                continue
+            operands = s.text[m.end():]
+            dest, _, sources = operands.partition("}") if operands.lstrip().startswith("{") else operands.partition(",")
+            written = set(_REGISTER.findall(dest))
+            if written - tainted and tainted & set(_REGISTER.findall(sources)):
+                tainted |= written
+                grown = True
+    return tainted
+
+
+def _early_refusals(program: list[Statement], early: Mapping[str, Collection[int]]) -> list[Feedback]:
+    """Each entry launched early must wait (griddepcontrol.wait) on every path before it exits, and before it any
+    write to global memory and any load through a pointer to what earlier launches write (`early`: entry -> the
+    indices of those parameters)."""
+    out = []
+    for entry, guarded in sorted(early.items()):
+        body = [s for s in program if s.function == entry]
+        seen, exit_unwaited = _before_wait(body)
+        tainted = _derived_registers(body, entry, guarded)
+        early_access = next((body[i] for i in sorted(seen) if _GLOBAL_WRITE.match(body[i].text) or (
+            _LOAD.match(body[i].text) and not body[i].text.startswith(("ld.param", "ld.shared", "ld.local", "ld.const"))
+            and tainted & set(_REGISTER.findall(body[i].text.partition("[")[2])))), None)
+        problem = (f"a path reaches {exit_unwaited.text.split()[0] if exit_unwaited and exit_unwaited.text else 'its end'} "
+                   "without griddepcontrol.wait: it may end before the launch before it" if exit_unwaited
+                   else f"it accesses global memory before griddepcontrol.wait ({' '.join(early_access.text.split())[:80]!r})"
+                   if early_access else None) if body else "its code is not in the PTX"
+        if problem is None:
+            continue
+        at = exit_unwaited or early_access
+        out.append(Feedback(
+            stage="static", status="failed", error_type="early_launch",
+            message=f"{entry} is launched early (programmatic dependent launch), but {problem}",
+            location=f"function {entry}" + (f", PTX line {at.line}" if at else ""),
+            evidence={"layer": "ptx", "entry": entry, "ptx_line": at.line if at else None},
+            suggestion="in the entry itself, execute griddepcontrol.wait (sd_wait_earlier_launches) in every thread "
+                       "before it writes global memory, reads what an earlier launch of the sequence writes, or "
+                       "returns; or drop `early` from the launch"))
+    return out
+
+
+def check_ptx(ptx: str, early: Mapping[str, Collection[int]] | None = None) -> list[Feedback]:
     """One failed 'static' feedback per refused construct in the PTX (its first occurrence), and one per entry
-    launched early without a wait (`early_entries`); empty when clean."""
+    launched early that does not wait first (`early`: entry -> the indices of its parameters that point to what
+    earlier launches write); empty when clean."""
     code = _code(ptx)
     program = list(statements(code))
     return [*_instruction_refusals(program), *_external_function_refusals(program),
-            *_global_variable_refusals(program, code), *_missing_waits(program, early_entries)]
+            *_global_variable_refusals(program, code), *_early_refusals(program, early or {})]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 from sparseditto.tools.compiler import CompileResult
@@ -323,13 +323,18 @@ def check_cubin(cubin: bytes, timeout_s: float = 60.0) -> list[Feedback] | str:
     ) for f in forbidden_instructions(listing))]
 
 
-def check_compiled(result: CompileResult, timeout_s: float = 60.0, early_entries: Collection[str] = ()) -> list[Feedback] | str:
+def check_compiled(result: CompileResult, timeout_s: float = 60.0,
+                   early: Mapping[str, Collection[int]] | None = None) -> list[Feedback] | str:
     """The contract on what the compiler produced, whatever the source and its headers spelled: the PTX check
     and the SASS check, their findings together; when a layer could not run and the other found nothing, a
-    one-line reason instead (never an empty list, which means checked and clean). `early_entries`: the entries
-    launched early, which must wait for the launches before them (check_ptx)."""
-    ptx = (check_ptx(result.ptx, early_entries) if result.ptx is not None
-           else "PTX check not executed: the compiler gave no PTX")
+    one-line reason instead (never an empty list, which means checked and clean). `early`: the entries launched
+    early, which must wait for the launches before them (check_ptx); without PTX to check that on, refused."""
+    if result.ptx is None and early:
+        return [Feedback(stage="static", status="failed", error_type="early_launch",
+                         message=f"{', '.join(sorted(early))} launched early, and the compiler gave no PTX to check "
+                                 "that they wait for the launches before them",
+                         suggestion="compile to PTX as well, or drop `early` from the launch")]
+    ptx = check_ptx(result.ptx, early) if result.ptx is not None else "PTX check not executed: the compiler gave no PTX"
     sass = check_cubin(result.cubin, timeout_s) if result.cubin else "SASS check not executed: the compiler gave no cubin"
     findings = [*(ptx if isinstance(ptx, list) else []), *(sass if isinstance(sass, list) else [])]
     reasons = [r for r in (ptx, sass) if isinstance(r, str)]

@@ -24,7 +24,7 @@ import numpy as np
 from sparseditto.spec import Spec
 from sparseditto.tools.ahead import AHEAD, RunAhead, candidate_key, discard, measured_correct
 from sparseditto.tools.compiler import CompileResult, KernelResources, compile_source
-from sparseditto.tools.contract import KernelCandidate, runner_symbols
+from sparseditto.tools.contract import KernelCandidate, arg_name, runner_symbols
 from sparseditto.tools.dtypes import DTYPES
 from sparseditto.tools.families import Problem, get_family
 from sparseditto.tools.gpu_stages import profile_stage, run_batch_child, run_child, sanitizer_stage
@@ -117,6 +117,18 @@ def static_analysis(result: CompileResult) -> tuple[Feedback, dict[str, SassCoun
                     suggestion="; ".join(hints) or None), sass
 
 
+def early_launch_params(candidate: KernelCandidate, spec: Spec, arch: str) -> dict[str, set[int]]:
+    """The entries launched early on `arch` (none before sm_90, where an early launch is an ordinary one), each
+    with the indices of its parameters that point to what a launch may write: the problem's outputs and the
+    workspaces (the PTX check refuses loads through them before the entry's wait)."""
+    early = candidate.early_entries()
+    if not early or not DeviceLimits.for_arch(arch).has_clusters:
+        return {}
+    writable = set(candidate.workspace) | set(tiny_problem(spec).outputs)
+    return {k.entry: {i for i, a in enumerate(k.args) if arg_name(a) in writable}
+            for k in candidate.kernels if k.entry in early}
+
+
 def check_and_compile(candidate: KernelCandidate, spec: Spec, arch: str) -> tuple[CompileResult | None, list[Feedback], dict[str, SassCounts]]:
     """Static source check, compile, the contract on the compiled code (PTX and SASS), SASS mix and launch
     geometry: everything that needs no GPU."""
@@ -126,7 +138,7 @@ def check_and_compile(candidate: KernelCandidate, spec: Spec, arch: str) -> tupl
     result, fb = compile_candidate(candidate, spec, arch)
     if not result.ok:
         return result, [fb], {}
-    compiled_check = check_compiled(result, early_entries=candidate.early_entries())
+    compiled_check = check_compiled(result, early=early_launch_params(candidate, spec, arch))
     if isinstance(compiled_check, list) and compiled_check:
         return result, [fb, *compiled_check], {}
     static, sass = static_analysis(result)

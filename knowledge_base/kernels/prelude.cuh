@@ -207,7 +207,8 @@ __device__ __forceinline__ void sd_wait_earlier_launches() {
 }
 
 // The next launch, when declared early, may begin once every block of this one has called this or finished.
-// Called after a block's last write it moves that start up by the block's exit, and it never makes the next
+// Called at a block's start, the next launch begins once the last block has started: no block of this launch is
+// then left waiting for room, and the next one's blocks take the room that frees up. It never makes the next
 // launch's reads early: those wait in sd_wait_earlier_launches.
 __device__ __forceinline__ void sd_allow_next_launch() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900

@@ -11,7 +11,7 @@ from sparseditto.spec import parse_spec
 from sparseditto.tools.contract import KernelLaunch
 from sparseditto.tools.launch_check import DeviceLimits, LaunchRejected, check_sizes
 from sparseditto.tools.ptx_check import check_ptx
-from sparseditto.tools.verifier import check_and_compile
+from sparseditto.tools.verifier import check_and_compile, early_launch_params
 
 
 def merge_path(early: int):
@@ -63,27 +63,56 @@ def test_each_kernel_with_an_early_launch_compiles_clean_with_its_wait(make):
     assert all(r.spill_stores == 0 and r.stack_bytes == 0 for r in result.resources.values()), result.resources
 
 
-def test_the_early_entry_waits_in_the_compiled_code_and_a_missing_wait_is_refused():
-    result, feedback, _ = check_and_compile(merge_path(1), spec(), "sm_90")
-    assert result is not None and result.ok
-    assert not [f for f in feedback if f.status in {"failed", "error"}], feedback
-    assert check_ptx(result.ptx, {"spmv_merge_fixup"}) == []
-    # the wait gone from the fix-up's code: refused, by the PTX whatever the source spells
-    no_wait = merge_path(1)
-    no_wait = no_wait.model_copy(update={"source": no_wait.source.replace(
-        "    if (EARLY) sd_wait_earlier_launches();\n", "")})
-    result, feedback, _ = check_and_compile(no_wait, spec(), "sm_90")
+WAIT = "    if (EARLY) sd_wait_earlier_launches();\n"
+RETURN = "    if (f >= n_fix) return;  // whole warps leave together\n"
+ACC = "    float acc = 0.f;\n    // through L2"  # the fix-up's
+# merge path's fix-up changed in the ways an early entry can go wrong: each is refused by its compiled code
+BROKEN = {
+    "no_wait": lambda src: src.replace(WAIT, ""),
+    "wait_that_never_runs": lambda src: src.replace(WAIT, "    if (n_fix < -7) sd_wait_earlier_launches();\n"),
+    "return_before_the_wait": lambda src: src.replace(WAIT + RETURN, RETURN + WAIT),
+    "read_before_the_wait": lambda src: src.replace(WAIT, "    const float peek = f < n_fix ? tile_carry[first] : 0.f;\n"
+                                                    + WAIT).replace(ACC, "    float acc = peek - peek;\n    // through L2"),
+    "write_before_the_wait": lambda src: src.replace(WAIT, "    if (f < n_fix && lane == 0) y[row] = sd_from_f32(0.f);\n" + WAIT),
+}
+
+
+@pytest.mark.parametrize("broken", list(BROKEN))
+def test_an_early_entry_that_does_not_wait_first_is_refused_by_its_compiled_code(broken):
+    candidate = merge_path(1)
+    changed = candidate.model_copy(update={"source": BROKEN[broken](candidate.source)})
+    assert changed.source != candidate.source
+    result, feedback, _ = check_and_compile(changed, spec(), "sm_90")
     refused = [f for f in feedback if f.status == "failed"]
-    assert len(refused) == 1 and refused[0].evidence == {"layer": "ptx", "entry": "spmv_merge_fixup"}
-    # the tiles entry is never launched early, so its lack of a wait is fine
-    assert check_ptx(result.ptx, {"spmv_merge_tiles"})[0].evidence["entry"] == "spmv_merge_tiles"
-    assert check_ptx(result.ptx) == []
+    assert [(f.error_type, f.evidence["entry"]) for f in refused] == [("early_launch", "spmv_merge_fixup")], feedback
+    assert check_ptx(result.ptx) == []  # the same code launched in order breaks no other rule
 
 
-def test_a_launch_declares_early_as_an_expression():
-    launch = KernelLaunch(entry="k", grid=("1", "1", "1"), block=("32", "1", "1"), args=(), early="EARLY")
-    assert launch.early == "EARLY" and KernelLaunch(entry="k", grid=("1", "1", "1"), block=("32", "1", "1"),
-                                                     args=()).early == "0"
+def test_the_reference_fix_up_waits_on_every_path_before_its_reads_and_writes():
+    guarded = early_launch_params(merge_path(1), spec(), "sm_90")
+    assert guarded == {"spmv_merge_fixup": {1, 2, 5}}  # tile_carry, tile_head, y: what a launch writes
+    result, feedback, _ = check_and_compile(merge_path(1), spec(), "sm_90")
+    assert check_ptx(result.ptx, guarded) == []
+    # its reads of the preparation's arrays before the wait are allowed; counted as written, they are refused
+    assert check_ptx(result.ptx, {"spmv_merge_fixup": {0, 3, 4}})[0].error_type == "early_launch"
+    # the tiles entry never waits: launched early it would be refused
+    assert check_ptx(result.ptx, {"spmv_merge_tiles": set()})[0].evidence["entry"] == "spmv_merge_tiles"
+
+
+def test_before_sm_90_an_early_launch_is_ordinary_and_needs_no_wait():
+    for make in (merge_path, split_vec4):
+        result, feedback, _ = check_and_compile(make(1), spec(), "sm_80")
+        assert result is not None and result.ok
+        assert not [f for f in feedback if f.status in {"failed", "error"}], feedback
+        assert "griddepcontrol" not in result.ptx
+
+
+def test_a_launch_declares_early_as_an_expression_or_a_yaml_boolean():
+    def launch(**early) -> KernelLaunch:
+        return KernelLaunch(entry="k", grid=("1", "1", "1"), block=("32", "1", "1"), args=(), **early)
+
+    assert launch(early="EARLY").early == "EARLY" and launch().early == "0"
+    assert launch(early=True).early == "1" and launch(early=False).early == "0"
 
 
 @pytest.mark.gpu
@@ -103,3 +132,24 @@ def test_a_kernel_with_its_second_launch_early_is_correct_and_clean_on_the_gpu(m
     report = GpuVerifier(arch=arch, trials=3, timeout_s=180, runs=10, profile=False).verify(make(1), skewed)
     assert report.correct and report.measurement is not None, [(f.stage, f.status, f.message) for f in report.feedback]
     assert report.stage("sanitizer").status == "passed", report.stage("sanitizer").message
+
+
+def test_the_driver_launch_carries_the_attribute_only_for_an_early_launch():
+    from types import SimpleNamespace
+
+    from cuda.bindings import driver as drv
+
+    from sparseditto.tools.contract import Geometry
+    from sparseditto.tools.kernel_launch import DriverLaunch, KernelParams
+
+    function = SimpleNamespace(kernel=SimpleNamespace(ptr=0))
+    params = KernelParams([], {}, {})
+    kinds = {}
+    for early, cluster in ((False, (1, 1, 1)), (True, (1, 1, 1)), (True, (2, 1, 1))):
+        geometry = Geometry(entry="k", grid=(2, 1, 1), block=(32, 1, 1), cluster=cluster, shared_bytes=0, early=early)
+        config = DriverLaunch(function, geometry, params).config
+        kinds[(early, cluster)] = [a.id for a in config.attrs][:config.numAttrs]
+    serialization = drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+    assert kinds[(False, (1, 1, 1))] == []
+    assert kinds[(True, (1, 1, 1))] == [serialization]
+    assert kinds[(True, (2, 1, 1))] == [drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, serialization]

@@ -13,8 +13,8 @@ summary: >
   zeroing); the remaining blocks treat the short rows with GROUP lanes per row. A second small launch
   sums the partials of the rows longer than CHUNK (several chunks), one block per such row; a row of
   one chunk is written directly by its warp. Needs the preparation `long_row_chunk_ptr`. EARLY 1 (sm_90)
-  launches the second kernel while the first finishes: where no row has several chunks it has nothing to add,
-  and with EARLY its launch overlaps the first's tail instead of following it.
+  lets the second kernel begin once the first one's last block has started: where no row has several chunks it
+  has nothing to add, and its launch then overlaps the first's tail instead of following it.
 preparation: long_row_chunk_ptr
 measured:  # H200 (sm_90), offline pipeline runs; median of 30 with L2 flushed
   - {spec: spmv_fp32_powerlaw, gpu: NVIDIA H200, params: {BLOCK: 256, CHUNK: 4096, GROUP: 4, HINT: 1, LONG_ROW: 64, UNROLL: 2}, median_us: 141.1, best_baseline: cusparse_spmv_default_pre,
@@ -55,6 +55,7 @@ spmv_split4_main(const int* __restrict__ rowptr, const int* __restrict__ colind,
                  const int* __restrict__ chunk_long_index, const int* __restrict__ chunk_start,
                  const int* __restrict__ long_rows, int n_long_chunks, int M, int nnz)
 {
+    if (EARLY) sd_allow_next_launch();  // the finish may start once the last block has started
     unsigned long long pol = 0;
     if (HINT) pol = sd_policy_evict_first();
     const int long_blocks = (int)(((long long)n_long_chunks * 32 + BLOCK - 1) / BLOCK);
@@ -106,7 +107,8 @@ spmv_split4_finish(const float* __restrict__ partial, const int* __restrict__ lo
     if (EARLY) sd_wait_earlier_launches();
     if (!active) return;  // the whole block leaves (also when there are none)
     float acc = 0.f;
-    for (int j = lo + threadIdx.x; j < hi; j += 256) acc += partial[j];
+    // through L2 (ld.global.cg), never the non-coherent path: with EARLY this grid began before those writes
+    for (int j = lo + threadIdx.x; j < hi; j += 256) acc += __ldcg(partial + j);
 #pragma unroll
     for (int offset = 16; offset > 0; offset >>= 1)
         acc += __shfl_down_sync(SD_FULL_MASK, acc, offset);

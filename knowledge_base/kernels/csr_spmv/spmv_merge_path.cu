@@ -16,9 +16,9 @@ summary: >
   with coalesced writes. Rows that cross a tile boundary are finished by a second, small launch that sums the
   tiles' fp32 carries in a fixed order (no atomics: the result is deterministic). One launch cannot do it
   without a race: a cross-block handshake needs a flag or counter of known state, and workspaces hold
-  undefined bytes at every call. EARLY 1 (sm_90) lets the fix-up launch begin while the tiles finish: its reads
-  of the preparation's arrays overlap their tail, and it waits for them (griddepcontrol.wait) before it reads
-  their carries.
+  undefined bytes at every call. EARLY 1 (sm_90) lets the fix-up launch begin once the last tile has started:
+  its launch and its reads of the preparation's arrays overlap the tiles' tail, and it waits for them
+  (griddepcontrol.wait) before it reads their carries.
 preparation: merge_path
 parameters:
   BLOCK: [128, 256, 512]
@@ -72,6 +72,7 @@ spmv_merge_tiles(const int* __restrict__ rowptr, const int* __restrict__ colind,
     __shared__ float s_wval[SD_WARPS];
     __shared__ int s_wfull[SD_WARPS];
 
+    if (EARLY) sd_allow_next_launch();  // the fix-up may start once the last tile has started (sd_allow_next_launch)
     const int b = blockIdx.x;
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
     const int i0 = __ldg(tile_row + b), i1 = __ldg(tile_row + b + 1);
@@ -147,7 +148,6 @@ spmv_merge_tiles(const int* __restrict__ rowptr, const int* __restrict__ colind,
         else y[i0 + r] = sd_from_f32(s_val[n_nz + r]);
     }
     if (tid == BLOCK - 1) tile_carry[b] = s_incl[BLOCK - 1];
-    if (EARLY) sd_allow_next_launch();
 }
 
 extern "C" __global__ void __launch_bounds__(256)
@@ -164,9 +164,10 @@ spmv_merge_fixup(const int* __restrict__ tile_row, const float* __restrict__ til
     if (EARLY) sd_wait_earlier_launches();
     if (f >= n_fix) return;  // whole warps leave together
     float acc = 0.f;
-    for (int t = first + lane; t < b; t += 32) acc += tile_carry[t];
+    // through L2 (ld.global.cg), never the non-coherent path: with EARLY this grid began before those writes
+    for (int t = first + lane; t < b; t += 32) acc += __ldcg(tile_carry + t);
 #pragma unroll
     for (int offset = 16; offset > 0; offset >>= 1)
         acc += __shfl_down_sync(SD_FULL_MASK, acc, offset);
-    if (lane == 0) y[row] = sd_from_f32(tile_head[b] + acc);
+    if (lane == 0) y[row] = sd_from_f32(__ldcg(tile_head + b) + acc);
 }
