@@ -1,5 +1,6 @@
 """Where each spec's device time went: per run folder, every iteration's wall seconds, its stage seconds (those a
-stage records), the correctness stage's phases, the runner's host seconds, the candidate's one-time preparation (milliseconds, once per instance:
+stage records), the correctness stage's phases, the baselines' seconds and how they were timed, the runner's host
+seconds, the candidate's one-time preparation (milliseconds, once per instance:
 about eight per verification), the runner process's wall, start-up and scrub seconds, whether it was run ahead, and
 why the sanitizer did or did not run. `python3 bench/iteration_seconds.py RUNS_DIR > out.json`"""
 
@@ -14,6 +15,7 @@ def iteration_row(it: dict) -> dict:
     feedback = {f["stage"]: f for f in it["report"]["feedback"]}
     sanitizer = feedback.get("sanitizer", {})
     correctness = feedback.get("correctness", {}).get("evidence", {})
+    benchmark = feedback.get("benchmark", {}).get("evidence", {})
     return {"iteration": it["iteration"], "candidate": it["candidate"], "seconds": round(it["seconds"], 1),
             "stage_seconds": {s: round(f["evidence"]["seconds"], 1) for s, f in feedback.items()
                               if isinstance(f.get("evidence", {}).get("seconds"), (int, float))},
@@ -21,6 +23,8 @@ def iteration_row(it: dict) -> dict:
             "host_seconds": correctness.get("host_seconds"), "run_ahead": "run_ahead" in correctness,
             # the correctness stage's seconds by phase, summed over its trials (tools/runner.py check_correctness)
             "correctness_phases": correctness.get("phase_seconds"),
+            # the benchmark's seconds spent timing baselines, and which were timed here or carried
+            "baseline_seconds": benchmark.get("baseline_seconds"), "baselines_timed": benchmark.get("baselines_timed"),
             "preparation_ms": round((it["report"].get("measurement") or {}).get("preparation_ms") or 0.0, 1),
             # the runner process: its whole wall time (from the parent), its start and imports, the scrub before it
             "process_seconds": {k: correctness[k] for k in ("process_seconds", "startup_seconds", "scrub_seconds")
