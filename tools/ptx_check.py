@@ -172,12 +172,14 @@ def _global_variable_refusals(program: list[Statement], code: str) -> list[Feedb
             for s in program if (m := _GLOBAL_VARIABLE.fullmatch(s.text)) and uses[m.group(1)] > 1]
 
 
-# instructions that end or redirect a thread's path, and what writes global memory (or may: a generic address)
+# instructions that end or redirect a thread's path, and what accesses global memory (or may: a generic address)
 _BRANCH = re.compile(r"(@!?%?[\w$]+\s+)?bra(?:\.uni)?\s+([\w$]+)$")
 _RETURN = re.compile(r"(?:@!?%?[\w$]+\s+)?ret\b")
 _INDIRECT = re.compile(r"(?:@!?%?[\w$]+\s+)?brx\b")
-_GLOBAL_WRITE = re.compile(r"(?:@!?%?[\w$]+\s+)?(?:st|atom|red)(?:\.global)?(?:\.[\w:]+)*\s")
-_LOAD = re.compile(r"(?:@!?%?[\w$]+\s+)?ld(?:\.global)?(?:\.[\w:]+)*\s")
+_GLOBAL_WRITE = re.compile(r"(?:@!?%?[\w$]+\s+)?(?:(?:st|atom|red)(?!\.(?:shared|local|param))(?:\.[\w:]+)*\s"
+                           r"|cp\.(?:reduce\.)?async\.bulk(?:\.tensor\.\w+)?\.global)")  # the bulk copies: to global
+_GLOBAL_LOAD = re.compile(r"(?:@!?%?[\w$]+\s+)?(?:ld(?!\.(?:shared|local|param|const))(?:\.[\w:]+)*\s"
+                          r"|cp\.async\.(?:ca|cg)\.shared)")  # the asynchronous copies read global memory
 _PARAM_LOAD = re.compile(r"ld\.param\.\w+\s+(%[\w$]+)\s*,\s*\[([\w$]+)_param_(\d+)\]")
 WAIT = "griddepcontrol.wait"
 
@@ -240,8 +242,7 @@ def _early_refusals(program: list[Statement], early: Mapping[str, Collection[int
         seen, exit_unwaited = _before_wait(body)
         tainted = _derived_registers(body, entry, guarded)
         early_access = next((body[i] for i in sorted(seen) if _GLOBAL_WRITE.match(body[i].text) or (
-            _LOAD.match(body[i].text) and not body[i].text.startswith(("ld.param", "ld.shared", "ld.local", "ld.const"))
-            and tainted & set(_REGISTER.findall(body[i].text.partition("[")[2])))), None)
+            _GLOBAL_LOAD.match(body[i].text) and tainted & set(_REGISTER.findall(body[i].text.partition("[")[2])))), None)
         problem = (f"a path reaches {exit_unwaited.text.split()[0] if exit_unwaited and exit_unwaited.text else 'its end'} "
                    "without griddepcontrol.wait: it may end before the launch before it" if exit_unwaited
                    else f"it accesses global memory before griddepcontrol.wait ({' '.join(early_access.text.split())[:80]!r})"

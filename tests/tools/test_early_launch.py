@@ -153,3 +153,42 @@ def test_the_driver_launch_carries_the_attribute_only_for_an_early_launch():
     assert kinds[(False, (1, 1, 1))] == []
     assert kinds[(True, (1, 1, 1))] == [serialization]
     assert kinds[(True, (2, 1, 1))] == [drv.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, serialization]
+
+
+PTX = """
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 k_param_0, .param .u64 k_param_1)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<3>;
+    .reg .b64 %rd<5>;
+    .reg .f32 %f<3>;
+    ld.param.u64 %rd1, [k_param_0];
+    ld.param.u64 %rd2, [k_param_1];
+    cvta.to.global.u64 %rd3, %rd2;
+    add.s64 %rd4, %rd3, 16;
+    setp.eq.s64 %p1, %rd1, 0;
+    @%p1 bra $L__BB0_2;
+    BEFORE
+$L__BB0_2:
+    griddepcontrol.wait;
+    ld.global.cg.f32 %f2, [%rd4];
+    ret;
+}
+"""
+
+
+@pytest.mark.parametrize(("before", "refused"), [
+    ("ld.global.nc.f32 %f1, [%rd1];", False),  # parameter 0: an input, readable before the wait
+    ("st.shared.f32 [%r1], %f1;", False),  # shared memory is the block's own
+    ("ld.global.nc.f32 %f1, [%rd4];", True),  # derived from parameter 1, an output: read before the wait
+    ("cp.async.ca.shared.global [%r1], [%rd4], 16;", True),  # the same read, by an asynchronous copy
+    ("st.global.f32 [%rd1], %f1;", True),  # any global write before the wait
+    ("@%p1 ret;", True),  # a way out that passes no wait
+])
+def test_the_path_walk_on_hand_written_ptx(before, refused):
+    found = check_ptx(PTX.replace("BEFORE", before), {"k": {1}})
+    assert bool(found) == refused, found
+    assert check_ptx(PTX.replace("BEFORE", before)) == []  # launched in order: nothing to wait for
