@@ -20,9 +20,9 @@ from sparseditto.evals.tables import Table, markdown_table, num, percent, times
 
 FAST_P_NOTE = (
     "fast_p against a library: the share of specs whose kernel is correct and more than p times faster than the "
-    "library's fastest correct configuration. The fastest configuration overall is timed in the same process, on "
-    "the same inputs, as the kernel it is compared with; the other libraries' configurations are timed there by the "
-    "spec's first verification, and later ones carry those times. Specs that failed, "
+    "library's fastest correct configuration. The configuration fastest in the spec's first verification is timed "
+    "again in the same process, on the same inputs, as each kernel it is compared with; the others are timed by the "
+    "spec's first verification (for a generated pattern, on another draw of the matrix) and carried. Specs that failed, "
     "raised or were not executed count in every denominator; a correct spec counts against a library only if that "
     "library was timed for it. Seconds to the best kernel: the verification time of the iterations up to it."
 )

@@ -172,56 +172,71 @@ def _global_variable_refusals(program: list[Statement], code: str) -> list[Feedb
             for s in program if (m := _GLOBAL_VARIABLE.fullmatch(s.text)) and uses[m.group(1)] > 1]
 
 
-# instructions that end or redirect a thread's path, and what accesses global memory (or may: a generic address)
+# instructions that end or redirect a thread's path
 _BRANCH = re.compile(r"(@!?%?[\w$]+\s+)?bra(?:\.uni)?\s+([\w$]+)$")
-_RETURN = re.compile(r"(?:@!?%?[\w$]+\s+)?ret\b")
-_INDIRECT = re.compile(r"(?:@!?%?[\w$]+\s+)?brx\b")
-_GLOBAL_WRITE = re.compile(r"(?:@!?%?[\w$]+\s+)?(?:(?:st|atom|red)(?!\.(?:shared|local|param))(?:\.[\w:]+)*\s"
-                           r"|cp\.(?:reduce\.)?async\.bulk(?:\.tensor\.\w+)?\.global)")  # the bulk copies: to global
-_GLOBAL_LOAD = re.compile(r"(?:@!?%?[\w$]+\s+)?(?:ld(?!\.(?:shared|local|param|const))(?:\.[\w:]+)*\s"
-                          r"|cp\.async\.(?:ca|cg)\.shared)")  # the asynchronous copies read global memory
 _PARAM_LOAD = re.compile(r"ld\.param\.\w+\s+(%[\w$]+)\s*,\s*\[([\w$]+)_param_(\d+)\]")
+_OWN_SPACES = {"shared", "local", "param", "const"}  # the block's, the thread's and the launch's own memory
 WAIT = "griddepcontrol.wait"
 
 
-def _before_wait(body: list[Statement]) -> tuple[set[int], Statement | None]:
-    """The statements some thread may execute before an unpredicated wait, and a way out without one (a return,
-    an indirect branch, or the end of the code), if there is: a walk of every path from the entry's start."""
-    where = {label: i for i, s in enumerate(body) for label in s.labels}
+def _opcode(s: Statement) -> list[str]:
+    """The statement's opcode split at its dots (`ld.global.nc.f32` -> ld, global, nc, f32), [] for a directive."""
+    m = _INSTRUCTION.match(s.text) if s.text else None
+    return m.group(1).split(".") if m else []
+
+
+def _way_out(s: Statement, where: Mapping[str, list[int]]) -> str | None:
+    """What makes `s` leave the walk without a wait: a return, an indirect branch, or a branch out of the entry."""
+    parts = _opcode(s)
+    if parts[:1] == ["ret"]:
+        return "a return"
+    if parts[:1] == ["brx"]:
+        return "an indirect branch"
+    if (branch := _BRANCH.match(s.text)) and branch.group(2) not in where:
+        return "a branch out of the entry"
+    return None
+
+
+def _before_wait(body: list[Statement]) -> tuple[set[int], tuple[Statement | None, str] | None]:
+    """The statements some thread may execute before an unpredicated wait, and a way out that passes none (the
+    statement, or None for the end of the code, and what it is), if there is one: every path from the entry's
+    start. A label that several inlined copies of inline asm define is followed to every definition."""
+    where: dict[str, list[int]] = {}
+    for i, s in enumerate(body):
+        for label in s.labels:
+            where.setdefault(label, []).append(i)
     seen: set[int] = set()
     paths = [0]
     while paths:
         i = paths.pop()
         while i < len(body) and i not in seen:
             seen.add(i)
-            text = body[i].text
-            if text == WAIT:
+            if body[i].text == WAIT:
                 break
-            if _RETURN.match(text) or _INDIRECT.match(text):
-                return seen, body[i]
-            if branch := _BRANCH.match(text):
-                if branch.group(2) not in where:
-                    return seen, body[i]
-                paths.append(where[branch.group(2)])
+            if what := _way_out(body[i], where):
+                return seen, (body[i], what)
+            if branch := _BRANCH.match(body[i].text):
+                paths.extend(where[branch.group(2)])
                 if not branch.group(1):  # unconditional: this path goes on at the target only
                     break
             i += 1
         else:
             if i >= len(body):
-                return seen, body[-1] if body else None
+                return seen, (None, "the end of its code")
     return seen, None
 
 
 def _derived_registers(body: list[Statement], entry: str, guarded: Collection[int]) -> set[str]:
     """The registers whose value may come from one of the `guarded` parameters (pointers to what earlier launches
-    write), through any chain of instructions: flow-insensitive, so a superset."""
+    write), through any chain of register operations: flow-insensitive, so a superset (a pointer spilled to local
+    memory and loaded back is not followed)."""
     tainted = {m.group(1) for s in body if (m := _PARAM_LOAD.match(s.text)) and m.group(2) == entry
                and int(m.group(3)) in guarded}
     grown = True
     while grown:
         grown = False
         for s in body:
-            if not (m := _INSTRUCTION.match(s.text)) or m.group(1).startswith(("st", "bra", "ret")):
+            if not (m := _INSTRUCTION.match(s.text)) or m.group(1).split(".")[0] in ("st", "bra", "ret", "red"):
                 continue
             operands = s.text[m.end():]
             dest, _, sources = operands.partition("}") if operands.lstrip().startswith("{") else operands.partition(",")
@@ -232,32 +247,58 @@ def _derived_registers(body: list[Statement], entry: str, guarded: Collection[in
     return tainted
 
 
+def _early_access(s: Statement, tainted: set[str]) -> str | None:
+    """What `s` does before the wait that an early entry may not: a call (not followed), a bulk copy, a write to
+    global (or generic) memory, or a read through a pointer derived from a guarded parameter."""
+    parts = _opcode(s)
+    if not parts:
+        return None
+    root, spaces = parts[0], {p.split("::")[0] for p in parts[1:]}
+    if root == "call":
+        return "a call (its callee is not checked)"
+    if root.startswith("cp") and "async" in parts and "bulk" in parts:
+        return "a bulk copy"
+    addressed = tainted & set(_REGISTER.findall(s.text.partition("[")[2]))
+    if root == "cp" and "async" in parts:  # cp.async.ca/cg.shared.global: reads global memory
+        return "a read of an output or workspace" if addressed else None
+    if spaces & _OWN_SPACES:
+        return None
+    if root in ("st", "atom", "red"):
+        return "a write to global memory"
+    if root in ("ld", "ldu") and addressed:
+        return "a read of an output or workspace"
+    return None
+
+
 def _early_refusals(program: list[Statement], early: Mapping[str, Collection[int]]) -> list[Feedback]:
-    """Each entry launched early must wait (griddepcontrol.wait) on every path before it exits, and before it any
-    write to global memory and any load through a pointer to what earlier launches write (`early`: entry -> the
-    indices of those parameters)."""
+    """Each entry launched early must wait (griddepcontrol.wait) on every path before it exits, and do none of
+    `_early_access` before it (`early`: entry -> the indices of its parameters that point to what earlier
+    launches write)."""
     out = []
     for entry, guarded in sorted(early.items()):
         body = [s for s in program if s.function == entry]
-        seen, exit_unwaited = _before_wait(body)
-        tainted = _derived_registers(body, entry, guarded)
-        early_access = next((body[i] for i in sorted(seen) if _GLOBAL_WRITE.match(body[i].text) or (
-            _GLOBAL_LOAD.match(body[i].text) and tainted & set(_REGISTER.findall(body[i].text.partition("[")[2])))), None)
-        problem = (f"a path reaches {exit_unwaited.text.split()[0] if exit_unwaited and exit_unwaited.text else 'its end'} "
-                   "without griddepcontrol.wait: it may end before the launch before it" if exit_unwaited
-                   else f"it accesses global memory before griddepcontrol.wait ({' '.join(early_access.text.split())[:80]!r})"
-                   if early_access else None) if body else "its code is not in the PTX"
-        if problem is None:
-            continue
-        at = exit_unwaited or early_access
+        if not body:
+            problem, at = "its code is not in the PTX", None
+        else:
+            seen, exit_unwaited = _before_wait(body)
+            tainted = _derived_registers(body, entry, guarded)
+            access = next(((body[i], what) for i in sorted(seen) if (what := _early_access(body[i], tainted))), None)
+            if exit_unwaited:
+                at, what = exit_unwaited
+                problem = f"a path reaches {what} without griddepcontrol.wait: it may end before the launch before it"
+            elif access:
+                at, what = access
+                problem = f"it makes {what} before griddepcontrol.wait ({' '.join(at.text.split())[:80]!r})"
+            else:
+                continue
         out.append(Feedback(
             stage="static", status="failed", error_type="early_launch",
             message=f"{entry} is launched early (programmatic dependent launch), but {problem}",
             location=f"function {entry}" + (f", PTX line {at.line}" if at else ""),
             evidence={"layer": "ptx", "entry": entry, "ptx_line": at.line if at else None},
             suggestion="in the entry itself, execute griddepcontrol.wait (sd_wait_earlier_launches) in every thread "
-                       "before it writes global memory, reads what an earlier launch of the sequence writes, or "
-                       "returns; or drop `early` from the launch"))
+                       "before it writes global memory, reads what an earlier launch of the sequence writes, calls a "
+                       "function or returns; or drop `early` from the launch"))
     return out
 
 

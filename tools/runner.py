@@ -681,11 +681,15 @@ def _time_baselines(job: RunJob, problem: Problem, first_set: ValueSet, flush: L
 def _fastest_call(job: RunJob, arrays: dict[str, Any], problem: Problem, fastest: BaselineTiming) -> list:
     """The configuration named by `fastest`, built over `arrays` (no other library is imported), or [] when it
     does not build."""
-    from sparseditto.tools.baselines import candidates
+    from sparseditto.tools.baselines import UnknownBaseline, candidates
     from sparseditto.tools.baselines.common import collect
 
     device = {k: arrays[k] for k in problem.inputs}
-    return collect([c for c in candidates(job.spec.family, [fastest.library], problem, device) if c.name == fastest.name])
+    try:
+        options = candidates(job.spec.family, [fastest.library], problem, device)
+    except UnknownBaseline:  # no longer registered: every configuration is timed again
+        return []
+    return collect([c for c in options if c.name == fastest.name])
 
 
 def _load(job: RunJob) -> tuple[ProblemFamily, dict[str, Any], Any]:

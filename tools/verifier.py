@@ -125,8 +125,11 @@ def early_launch_params(candidate: KernelCandidate, spec: Spec, arch: str) -> di
     if not early or not DeviceLimits.for_arch(arch).has_clusters:
         return {}
     writable = set(candidate.workspace) | set(tiny_problem(spec).outputs)
-    return {k.entry: {i for i, a in enumerate(k.args) if arg_name(a) in writable}
-            for k in candidate.kernels if k.entry in early}
+    guarded: dict[str, set[int]] = {entry: set() for entry in early}
+    for k in candidate.kernels:  # an entry launched more than once: every launch's arguments count
+        if k.entry in early:
+            guarded[k.entry] |= {i for i, a in enumerate(k.args) if arg_name(a) in writable}
+    return guarded
 
 
 def check_and_compile(candidate: KernelCandidate, spec: Spec, arch: str) -> tuple[CompileResult | None, list[Feedback], dict[str, SassCounts]]:
