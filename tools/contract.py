@@ -74,10 +74,9 @@ class KernelLaunch(BaseModel):
     shared_bytes: Expr = "0"
     # nonzero: this launch may begin while the previous one of the sequence is still running (programmatic
     # dependent launch; on GPUs before sm_90 it is an ordinary launch), so that its launch and the work before its
-    # wait overlap that one's tail. Every
-    # thread of the entry must execute `griddepcontrol.wait` before it reads anything the earlier launches wrote and
-    # before it exits (the PTX check asks for the wait in the entry's code; every timed run's outputs are checked);
-    # the wait returns once those launches have finished and their writes are visible
+    # wait overlap that one's tail. Every thread of the entry must pass `griddepcontrol.wait` before it exits, calls,
+    # writes global memory or reads an output or workspace (the PTX check walks its paths); the wait returns once
+    # the earlier launches have finished and their writes are visible
     early: Expr = "0"
     args: tuple[Arg, ...]
 

@@ -185,14 +185,15 @@ def _opcode(s: Statement) -> list[str]:
     return m.group(1).split(".") if m else []
 
 
-def _way_out(s: Statement, where: Mapping[str, list[int]]) -> str | None:
-    """What makes `s` leave the walk without a wait: a return, an indirect branch, or a branch out of the entry."""
-    parts = _opcode(s)
-    if parts[:1] == ["ret"]:
+def _way_out(s: Statement, branch: re.Match[str] | None, where: Mapping[str, list[int]]) -> str | None:
+    """What makes `s` (a branch when `branch`) leave the walk without a wait: a return, an indirect branch, or a
+    branch out of the entry."""
+    root = _opcode(s)[:1]
+    if root == ["ret"]:
         return "a return"
-    if parts[:1] == ["brx"]:
+    if root == ["brx"]:
         return "an indirect branch"
-    if (branch := _BRANCH.match(s.text)) and branch.group(2) not in where:
+    if branch and branch.group(2) not in where:
         return "a branch out of the entry"
     return None
 
@@ -213,9 +214,10 @@ def _before_wait(body: list[Statement]) -> tuple[set[int], tuple[Statement | Non
             seen.add(i)
             if body[i].text == WAIT:
                 break
-            if what := _way_out(body[i], where):
+            branch = _BRANCH.match(body[i].text)
+            if what := _way_out(body[i], branch, where):
                 return seen, (body[i], what)
-            if branch := _BRANCH.match(body[i].text):
+            if branch:
                 paths.extend(where[branch.group(2)])
                 if not branch.group(1):  # unconditional: this path goes on at the target only
                     break
@@ -236,7 +238,7 @@ def _derived_registers(body: list[Statement], entry: str, guarded: Collection[in
     while grown:
         grown = False
         for s in body:
-            if not (m := _INSTRUCTION.match(s.text)) or m.group(1).split(".")[0] in ("st", "bra", "ret", "red"):
+            if not (m := _INSTRUCTION.match(s.text)) or _opcode(s)[0] in ("st", "bra", "ret", "red"):
                 continue
             operands = s.text[m.end():]
             dest, _, sources = operands.partition("}") if operands.lstrip().startswith("{") else operands.partition(",")

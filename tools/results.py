@@ -27,7 +27,7 @@ ErrorType = Literal[
     "unknown_argument",  # an argument that is no array, tensor map, symbol or scalar of the contract
     "argument_type",  # a scalar passed as the wrong type, or a value that does not fit its type
     "tensor_map_invalid",  # a tensor map the driver would refuse or that reaches past its array
-    "early_launch",  # the first launch of a sequence declared early
+    "early_launch",  # a sequence's first launch declared early, or an early entry that does not wait first
     "timeout", "crash", "illegal_memory_access",
     "wrong_result",  # error far above the tolerance
     "precision_loss",  # close to the reference but outside the tolerance: arithmetic too coarse

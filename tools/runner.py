@@ -26,6 +26,7 @@ import os
 import pickle
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
@@ -77,7 +78,8 @@ class RunJob(BaseModel):
     profile_baseline: str | None = None
     # every baseline configuration as an earlier verification of this spec timed it: the fastest correct one is
     # timed again beside this candidate, the others are carried (timing all of them again, a library import
-    # included, took 3.4-4.7 s of every verification)
+    # included, took 3.3-4.3 s of every verification: evals/results/issue14_h200/
+    # iteration_seconds_session15_after_library_first.json, baseline_seconds)
     earlier_baselines: list[BaselineTiming] = []
 
     @field_validator("spec", mode="before")
@@ -279,19 +281,34 @@ def _baseline_calls(job: RunJob, arrays: dict[str, Any], problem: Problem) -> li
 def _run_library_first(job: RunJob, launcher: Launcher, problem: Problem) -> None:
     """A library on the same device inputs just before the candidate (the 'reference first' order): the first
     configuration that builds and runs, over the spec's libraries in order. One call is what the order check
-    needs; preparing every configuration (and importing each library) took 3-5 s of every verification."""
+    needs; preparing every configuration (and importing each library) took 3.1-4.9 s of every verification."""
     import cupy as cp
 
-    from sparseditto.tools.baselines import candidates, libraries_for
+    from sparseditto.tools.baselines import libraries_for
+
+    calls = _first_working_call(job, launcher.arrays, problem, job.spec.baselines or libraries_for(job.spec.family))
+    cp.cuda.Device().synchronize()
+    del calls
+
+
+def _first_working_call(job: RunJob, arrays: dict[str, Any], problem: Problem, libraries: Sequence[str],
+                        name: str | None = None) -> list:
+    """The first configuration (the one called `name`, if given) of `libraries`, in order, that builds and runs
+    over `arrays`, as a one-call list, or []: only the libraries tried are imported. A library no longer
+    registered is passed over."""
+    from sparseditto.tools.baselines import UnknownBaseline, candidates
     from sparseditto.tools.baselines.common import collect
 
-    device = {k: launcher.arrays[k] for k in problem.inputs}
-    for library in job.spec.baselines or libraries_for(job.spec.family):
-        calls = next((made for option in candidates(job.spec.family, [library], problem, device)
-                      if (made := collect([option]))), None)
-        if calls:
-            break
-    cp.cuda.Device().synchronize()
+    device = {k: arrays[k] for k in problem.inputs}
+    for library in libraries:
+        try:
+            options = candidates(job.spec.family, [library], problem, device)
+        except UnknownBaseline:
+            continue
+        for option in options:
+            if (name is None or option.name == name) and (calls := collect([option])):
+                return calls
+    return []
 
 
 def _judge(family: ProblemFamily, spec: SpecBase, problem: Problem, results: dict[str, np.ndarray],
@@ -670,26 +687,12 @@ def _time_baselines(job: RunJob, problem: Problem, first_set: ValueSet, flush: L
         return out
 
     if fastest:
-        again = timed(_fastest_call(job, pristine, problem, fastest))
+        again = timed(_first_working_call(job, pristine, problem, [fastest.library], fastest.name))
         if any(b.correct for b in again):
             carried = [b.model_copy(update={"carried": True}) for b in job.earlier_baselines if b.name != fastest.name]
             return again + carried, time.perf_counter() - start
     # the first verification of the spec, or its fastest no longer builds or is wrong here: all of them again
     return timed(_baseline_calls(job, pristine, problem)), time.perf_counter() - start
-
-
-def _fastest_call(job: RunJob, arrays: dict[str, Any], problem: Problem, fastest: BaselineTiming) -> list:
-    """The configuration named by `fastest`, built over `arrays` (no other library is imported), or [] when it
-    does not build."""
-    from sparseditto.tools.baselines import UnknownBaseline, candidates
-    from sparseditto.tools.baselines.common import collect
-
-    device = {k: arrays[k] for k in problem.inputs}
-    try:
-        options = candidates(job.spec.family, [fastest.library], problem, device)
-    except UnknownBaseline:  # no longer registered: every configuration is timed again
-        return []
-    return collect([c for c in options if c.name == fastest.name])
 
 
 def _load(job: RunJob) -> tuple[ProblemFamily, dict[str, Any], Any]:

@@ -251,8 +251,9 @@ class SpecBaselines:
         return list(self._baselines) if key == self._key else []
 
     def keep(self, key: tuple[str, str], baselines: list[BaselineTiming]) -> None:
-        """The first full set of timings of a spec; a later one of the same spec changes nothing."""
-        if key != self._key or not self._baselines:
+        """The first set of timings of a spec (all timed: nothing is carried before it); a later one of the same
+        spec changes nothing."""
+        if key != self._key:
             self._key, self._baselines = key, list(baselines)
 
 
@@ -323,7 +324,7 @@ class GpuVerifier:
                     run = run_child(job, Path(tmp), self.timeout_s)
             if isinstance(run, Feedback):
                 return _report(candidate, self.backend, result, [*feedback, run], sass)
-            if run.baselines and not any(b.carried for b in run.baselines):
+            if run.baselines:
                 SPEC_BASELINES.keep((arch, spec_key), run.baselines)
             try:
                 return self._after_run(candidate, spec, result, feedback, sass, job, run, Path(tmp), digest, best_us,

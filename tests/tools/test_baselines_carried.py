@@ -56,12 +56,12 @@ def library(monkeypatch):
         built["all"] += [b.name for b in FIRST]
         return [call(b.name, b.library) for b in FIRST]
 
-    def fastest_call(job, arrays, problem, fastest):
-        built["fastest"].append(fastest.name)
-        return [] if built.get("refuse") else [call(fastest.name, fastest.library)]
+    def fastest_call(job, arrays, problem, libraries, name):
+        built["fastest"].append(name)
+        return [] if built.get("refuse") else [call(name, libraries[0])]
 
     monkeypatch.setattr(runner, "_baseline_calls", every_call)
-    monkeypatch.setattr(runner, "_fastest_call", fastest_call)
+    monkeypatch.setattr(runner, "_first_working_call", fastest_call)
     monkeypatch.setattr(runner, "time_call", lambda run, flush, warmup, runs: Timing(median_us=15.0, p10_us=15.0,
                                                                                      p90_us=15.0, runs=runs))
     monkeypatch.setitem(sys.modules, "cupy", SimpleNamespace(cuda=SimpleNamespace(Device=lambda: SimpleNamespace(synchronize=lambda: None))))
@@ -172,5 +172,5 @@ def test_the_fastest_configuration_is_built_from_its_own_library_alone(monkeypat
     monkeypatch.setattr(registry, "candidates", candidates)
     monkeypatch.setattr(common, "collect", lambda options: [o.name for o in options])
     problem = SimpleNamespace(inputs={"x": None})
-    built = runner._fastest_call(job([]), {"x": 1}, problem, FIRST[0])
+    built = runner._first_working_call(job([]), {"x": 1}, problem, [FIRST[0].library], FIRST[0].name)
     assert asked == [["cusparse"]] and built == ["cusparse_alg1"]
