@@ -4,7 +4,8 @@
 #   family's kernels), the fp8 contract test, the 2:4 baselines' test and probe, and the fused epilogue against
 #   the unfused sequence, each also replayed from a CUDA graph (bench/sparse24_epilogue_graph.py).
 # spmv: a subset of the matrix suite (evals/matrix_suite.py) written on the device, then `sparseditto eval --matrices`
-#   SpMV fp32 at budget 3 (results.jsonl is appended per spec, so a cut-off run keeps what finished).
+#   SpMV fp32 at budget 3 (results.jsonl is appended per spec, so a cut-off run keeps what finished), with each
+#   iteration's seconds (bench/iteration_seconds.py).
 # spmm: the same for SpMM fp16 and fp32 at N=32 on the matrices with dense blocks or shared columns.
 # check: the Hopper 2:4 kernel's GPU test alone (a hang must not cost the rest), its variants beside every baseline
 #   at 4096^3 fp16 and 8192^3 bf16 (bench/explore_kernels.py), then the GPU tests named by TESTS (verbose, so that a
@@ -127,10 +128,13 @@ case $what in
     # mode of the same call had written)
     set_dir=$mats/$what-$(echo "$names" | cksum | cut -d' ' -f1)
     python3 -m sparseditto.evals.matrix_suite $set_dir --names $names 2>&1 | tail -n 3
-    timeout ${EVAL_SECONDS:-470} sparseditto eval run --matrices $set_dir $args --budget 3 --out /tmp/eval_$what 2>&1 | tail -n 30
-    end_cut_off_runs /tmp/eval_$what/runs
-    cp /tmp/eval_$what/results.jsonl "$out/eval_${what}_results.jsonl"
-    cp /tmp/eval_$what/report.md "$out/eval_${what}_report.md" 2>/dev/null
-    tar -czf "$out/eval_${what}_runs.tgz" -C /tmp/eval_$what --exclude='*.cubin' --exclude='*.pkl' --exclude='checkpoints*' runs 2>/dev/null || true
+    # a new results folder per call: a warm machine keeps the last one's, and the eval refuses to add to it
+    res=$(mktemp -d /tmp/eval_$what.XXXX)
+    timeout ${EVAL_SECONDS:-470} sparseditto eval run --matrices $set_dir $args --budget 3 --out $res 2>&1 | tail -n 30
+    end_cut_off_runs $res/runs
+    cp $res/results.jsonl "$out/eval_${what}_results.jsonl"
+    cp $res/report.md "$out/eval_${what}_report.md" 2>/dev/null
+    python3 bench/iteration_seconds.py $res/runs > "$out/iteration_seconds.json" 2>/dev/null
+    tar -czf "$out/eval_${what}_runs.tgz" -C $res --exclude='*.cubin' --exclude='*.pkl' --exclude='checkpoints*' runs 2>/dev/null || true
     ;;
 esac

@@ -560,7 +560,7 @@ def timing_floor(family: ProblemFamily, problem: Problem, info: dict[str, Any], 
     """No honest kernel moves its bytes faster than a copy or computes faster than the device's peak for the
     family's arithmetic; a timing below the floor is not trusted."""
     s = problem.symbols
-    nbytes, flops = family.min_bytes(s, problem.dtype), family.flops(s)
+    nbytes, flops = family.floor_bytes(s, problem.dtype), family.flops(s)
     bytes_us = nbytes / copy_bw * 1e6
     peak = peak_flops(info["cc"], info["sms"], info["clock_khz"], problem.input_dtypes.values()) * family.flop_rate_factor
     return TimingFloor(bytes_us, peak, max(bytes_us, flops / peak * 1e6), nbytes, flops)

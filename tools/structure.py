@@ -65,12 +65,15 @@ def warp_walk_steps(lengths: np.ndarray, group: int) -> float:
 def walk_features(lengths: np.ndarray) -> dict[str, float]:
     """What a row walk costs (tools/families/csr_spmv/cost.py): the warps' steps over all rows at each group of
     lanes per row; the same with the rows over SHORT_ROW left to warps of their own (walk_short_*), and those rows'
-    steps at a warp per row (long_row_steps), both per row."""
+    steps at a warp per row (long_row_steps), and the nonempty rows' walk alone (walk_nonempty_*), all per row."""
     lengths = lengths.astype(np.int32)  # half the memory traffic of int64: this runs over every row
     short = np.where(lengths > SHORT_ROW, 0, lengths)
     long_rows = lengths[lengths > SHORT_ROW]
     features = {f"walk_steps_{g}": warp_walk_steps(lengths, g) for g in WALK_GROUPS}
     features |= {f"walk_short_steps_{g}": warp_walk_steps(short, g) for g in WALK_GROUPS[:-1]}
+    nonempty = lengths[lengths > 0]
+    features |= {f"walk_nonempty_steps_{g}": warp_walk_steps(nonempty, g) * len(nonempty) / max(len(lengths), 1)
+                 if len(nonempty) < len(lengths) else features[f"walk_steps_{g}"] for g in WALK_GROUPS}
     features["long_row_steps"] = float((-(-long_rows // (4 * WARP_LANES))).sum(dtype=np.int64) / max(len(lengths), 1))
     return features
 

@@ -145,7 +145,12 @@ class ProblemFamily(ABC):
 
     @abstractmethod
     def min_bytes(self, symbols: Mapping[str, int], dtype: str) -> float:
-        """Each input read once and each output written once: the bandwidth floor's byte count."""
+        """Each input read once and each output written once: the problem's size, and the bandwidth floor's byte
+        count unless `floor_bytes` says less."""
+
+    def floor_bytes(self, symbols: Mapping[str, int], dtype: str) -> float:
+        """The bytes no kernel can avoid moving, whatever layout its preparation makes: the timing floor's count."""
+        return self.min_bytes(symbols, dtype)
 
     @abstractmethod
     def tiny_shape(self, spec: "SpecBase") -> dict[str, int]:

@@ -201,6 +201,13 @@ class CsrFamily(ProblemFamily):
         dense = (symbols["K"] + symbols["M"]) * symbols["N"] * dtype_info(dtype).bytes
         return csr_bytes(symbols["M"], symbols["nnz"], dtype) + dense
 
+    def floor_bytes(self, symbols: Mapping[str, int], dtype: str) -> float:
+        """Every value, the rows of the dense operand the nonzeros can touch (at most one per nonzero) and the output.
+        The structure is left out: a preparation may make it implicit (diagonals of a stencil) or list only the
+        nonempty rows, and such a kernel honestly moves less than the CSR arrays."""
+        s, size = symbols, dtype_info(dtype).bytes
+        return (s["nnz"] + (min(s["K"], s["nnz"]) + s["M"]) * s["N"]) * size
+
     def tiny_shape(self, spec: SpecBase) -> dict[str, int]:
         return {"M": 64, "K": 64, "N": min(self.dense_columns(spec), 8)}
 

@@ -14,6 +14,7 @@ from sparseditto.tools.dtypes import dtype as dtype_info
 from sparseditto.tools.families.csr_spmv.cost import dia_layout, predicted_us
 from sparseditto.tools.families.csr_spmv.diagonal import diagonals
 from sparseditto.tools.families.csr_spmv.merge_path import merge_path
+from sparseditto.tools.families.csr_spmv.nonempty import nonempty_rows
 from sparseditto.tools.families.csr_spmv.preparations import long_row_chunk_ptr
 from sparseditto.tools.families.csr_spmv.sell import sell_c_sigma
 from sparseditto.tools.families.csr_spmv.u16 import csr_u16
@@ -32,13 +33,19 @@ class CsrSpmvSpec(CsrSpecFields):
         return self
 
 
+# the share of empty rows from which the nonempty-rows walk is offered: below it, listing the rows saves less than
+# the list costs (8 bytes per nonempty row against 4 per row pointer skipped)
+MANY_EMPTY_ROWS = 0.25
+
+
 class CsrSpmv(CsrFamily):
     name = "csr_spmv"
     operation = "spmv"
     spec_model = CsrSpmvSpec
     kernels_dir = KERNELS_ROOT / "csr_spmv"
     preparations = {"long_row_chunk_ptr": long_row_chunk_ptr, "sell_c_sigma": sell_c_sigma,
-                    "diagonals": diagonals, "merge_path": merge_path, "csr_u16": csr_u16}
+                    "diagonals": diagonals, "merge_path": merge_path, "csr_u16": csr_u16,
+                    "nonempty_rows": nonempty_rows}
     target_speedup = 1.5
     cost_model = "row walks as warp steps, efficiencies and lone lanes fitted on 12 matrices (session 11)"
     example_spec = {"name": "small_spmv", "operation": "spmv", "pattern": {"distribution": "uniform", "nnz_per_row": 16},
@@ -64,6 +71,8 @@ class CsrSpmv(CsrFamily):
         group = fastest_group("spmv_csr_vec4", vec4)
         split_group = fastest_group("spmv_csr_split_vec4", split, WALK_GROUPS[:-1])
         u16_group = fastest_group("spmv_csr_u16", u16)
+        nonempty = {"UNROLL": 2, "BLOCK": 256, "HINT": 1}
+        nonempty_group = fastest_group("spmv_csr_nonempty", nonempty)
         stored, share = dia_layout(f, 64)
         max_diags = next((d for d in (8, 16, 32, 64) if d >= stored), 64)
         starts = [
@@ -82,6 +91,10 @@ class CsrSpmv(CsrFamily):
                           f"16-bit column offsets (band half-width {f.get('bandwidth', 1.0) * f['cols']:.0f} columns), "
                           f"{u16_group} lanes per row"),
         ]
+        if f["empty_rows"] >= MANY_EMPTY_ROWS:
+            starts.append(StrategyStart("spmv_csr_nonempty", {"GROUP": nonempty_group, **nonempty},
+                                        f"the nonempty rows only ({1 - f['empty_rows']:.0%} of them), {nonempty_group} "
+                                        "lanes per row; the empty ones zero-filled with coalesced stores"))
         if f["row_max"] <= SHORT_ROW:  # nothing to split: the same walk as spmv_csr_vec4, priced the same, would
             starts = [s for s in starts if s.kernel != "spmv_csr_split_vec4"]  # take a contender's place
         ranked = [replace(s, predicted_us=self.predicted_us(spec, f, s.kernel, s.start)) for s in starts]

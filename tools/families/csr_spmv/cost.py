@@ -27,6 +27,11 @@ GATHERS_PER_US = 16_777_216 / 116.9
 STEP_US = 1.6
 # warp steps the whole GPU completes per microsecond when many warps walk (1250-2600 across the 16 candidates)
 WALK_STEPS_PER_US = 1800.0
+# warps the whole GPU starts, reads two row pointers in and retires per microsecond when their rows are empty:
+# spmv_csr_vec4 on hypersparse_1m (12.5M rows, 92% empty) took 1499.6 us at 16 lanes per row (6.25M warps) and
+# 2974.9 us at 32 (12.5M); split vec4 on empty95_tall_4m (13.3M rows) 235.5 and 409.5 us at 2 and 4 lanes (H200,
+# session 16). A floor under the walk, not added to it: where rows are full the warps' loads hide it.
+WARPS_PER_US = 4200.0
 
 # the share of copy bandwidth a kernel reaches on rows that keep it busy (guesses unless noted; calibrated by
 # measurements in the experience store)
@@ -37,6 +42,7 @@ EFFICIENCY = {
     "spmv_sell_c_sigma": 0.80,
     "spmv_dia": 0.45,  # 0.85 guessed; band_narrow 0.40, two stencils 0.45-0.51 (sessions 10-11)
     "spmv_csr_u16": 0.60,  # 0.78 guessed; as vec4 (same walk): 1.3-1.7x slower than that on FEM and a 3D stencil (session 11)
+    "spmv_csr_nonempty": 0.60,  # as vec4 (the same walk over the nonempty rows), not yet measured
 }
 
 
@@ -54,7 +60,8 @@ def walk_us(steps_per_row: float, f: Mapping[str, float], unroll: int) -> float:
 def x_bytes(f: Mapping[str, float], value_bytes: int) -> float:
     """x read once from DRAM while it fits in L2; beyond that, half of the scattered reads miss and cost a
     sector each."""
-    once = f["cols"] * value_bytes
+    # a nonzero touches one sector at most: a hypersparse matrix reads a small part of a long x
+    once = min(f["cols"] * value_bytes, scattered_reads(f) * SECTOR)
     if once <= H200_L2_BYTES / 2:
         return once
     return once + scattered_reads(f) * SECTOR / 2
@@ -102,14 +109,24 @@ def predicted_us(kernel: str, start: Mapping[str, int], f: Mapping[str, float], 
     bandwidth = COPY_BYTES_PER_US * efficiency
     row_max = f["row_max"]
     launches, tail, walk, gathers = 1, 0.0, 0.0, scattered_reads(f)
+    # warps that a row-per-group walk starts: one per 32 / GROUP rows, empty ones included
+    warps = f["rows"] * start.get("GROUP", 0) / 32 / WARPS_PER_US
     if kernel == "spmv_csr_vec4":
         moved = csr_bytes(f, value_bytes)
-        walk = walk_us(f[f"walk_steps_{start['GROUP']}"], f, start["UNROLL"])
+        walk = max(walk_us(f[f"walk_steps_{start['GROUP']}"], f, start["UNROLL"]), warps)
+        tail = row_max / (4 * start["GROUP"] * max(start["UNROLL"], 1)) * STEP_US
+    elif kernel == "spmv_csr_nonempty":
+        nonempty_rows = f["rows"] * (1.0 - f["empty_rows"])
+        # values and columns, the list and extents of the nonempty rows, x, and y (every row stored once)
+        moved = (f["nnz"] * (4 + value_bytes) + 8 * nonempty_rows + x_bytes(f, value_bytes)
+                 + f["rows"] * value_bytes)
+        walk = max(walk_us(f[f"walk_nonempty_steps_{start['GROUP']}"], f, start["UNROLL"]),
+                   nonempty_rows * start["GROUP"] / 32 / WARPS_PER_US)
         tail = row_max / (4 * start["GROUP"] * max(start["UNROLL"], 1)) * STEP_US
     elif kernel == "spmv_csr_split_vec4":
         moved = csr_bytes(f, value_bytes)
         # rows over LONG_ROW go to a warp per chunk (its start's 64 is the features' SHORT_ROW)
-        walk = walk_us(f[f"walk_short_steps_{start['GROUP']}"] + f["long_row_steps"], f, start["UNROLL"])
+        walk = max(walk_us(f[f"walk_short_steps_{start['GROUP']}"] + f["long_row_steps"], f, start["UNROLL"]), warps)
         tail = min(row_max, start["CHUNK"]) / (4 * 32) * STEP_US
         launches = 2 if row_max > start["LONG_ROW"] else 1
     elif kernel == "spmv_merge_path":
@@ -138,7 +155,7 @@ def predicted_us(kernel: str, start: Mapping[str, int], f: Mapping[str, float], 
         # half-width bounds the span, else every nonzero is assumed to fall back to its 32-bit index
         fits = 2 * f.get("bandwidth", 1.0) * f["cols"] < 65536
         moved = csr_bytes(f, value_bytes, index_bytes=2.0 if fits else 4.5)
-        walk = walk_us(f[f"walk_steps_{start['GROUP']}"], f, start["UNROLL"])
+        walk = max(walk_us(f[f"walk_steps_{start['GROUP']}"], f, start["UNROLL"]), warps)
         tail = row_max / (4 * start["GROUP"] * max(start["UNROLL"], 1)) * STEP_US
     else:
         raise KeyError(f"no cost model for {kernel}")
