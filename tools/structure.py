@@ -51,30 +51,37 @@ def _distinct(keys: np.ndarray) -> int:
     return int(1 + np.count_nonzero(ordered[1:] != ordered[:-1]))
 
 
-def warp_walk_steps(lengths: np.ndarray, group: int) -> float:
-    """Steps of every warp whose 32 / `group` consecutive rows are each walked by `group` lanes, WALK_NONZEROS per
-    lane and step, summed over the warps, per row: a warp takes as many steps as its longest row needs, so short,
-    empty and uneven rows leave lanes idle for the warp's whole walk."""
-    rows = WARP_LANES // group
-    steps = -(-lengths // (WALK_NONZEROS * group))
-    padded = np.zeros(-(-len(steps) // rows) * rows, dtype=steps.dtype)
-    padded[:len(steps)] = steps
-    return float(padded.reshape(-1, rows).max(axis=1).sum(dtype=np.int64) / max(len(lengths), 1))
+def warp_walk_steps(lengths: np.ndarray, groups: tuple[int, ...]) -> dict[int, float]:
+    """For each group in `groups`: the steps of every warp whose 32 / group consecutive rows are each walked by
+    `group` lanes, WALK_NONZEROS per lane and step, summed over the warps, per row. A warp takes as many steps as
+    its longest row needs, so short, empty and uneven rows leave lanes idle for the warp's whole walk. The longest
+    row of every run of 1, 2, 4, .. 32 rows comes from halving maxima: one pass over the rows, whatever the groups."""
+    runs = {1: np.zeros(-(-len(lengths) // WARP_LANES) * WARP_LANES, dtype=lengths.dtype)}
+    runs[1][:len(lengths)] = lengths
+    while max(runs) < WARP_LANES:
+        half = runs[max(runs)]
+        runs[2 * max(runs)] = np.maximum(half[0::2], half[1::2])
+    return {g: float((-(-runs[WARP_LANES // g] // (WALK_NONZEROS * g))).sum(dtype=np.int64) / max(len(lengths), 1))
+            for g in groups}
 
 
 def walk_features(lengths: np.ndarray) -> dict[str, float]:
     """What a row walk costs (tools/families/csr_spmv/cost.py): the warps' steps over all rows at each group of
     lanes per row; the same with the rows over SHORT_ROW left to warps of their own (walk_short_*), and those rows'
-    steps at a warp per row (long_row_steps), and the nonempty rows' walk alone (walk_nonempty_*), all per row."""
+    steps at a warp per row (long_row_steps) and their share (long_rows), and the walk of the nonempty rows alone with
+    those over SHORT_ROW left out (walk_nonempty_short_*), all per row."""
     lengths = lengths.astype(np.int32)  # half the memory traffic of int64: this runs over every row
     short = np.where(lengths > SHORT_ROW, 0, lengths)
     long_rows = lengths[lengths > SHORT_ROW]
-    features = {f"walk_steps_{g}": warp_walk_steps(lengths, g) for g in WALK_GROUPS}
-    features |= {f"walk_short_steps_{g}": warp_walk_steps(short, g) for g in WALK_GROUPS[:-1]}
-    nonempty = lengths[lengths > 0]
-    features |= {f"walk_nonempty_steps_{g}": warp_walk_steps(nonempty, g) * len(nonempty) / max(len(lengths), 1)
-                 if len(nonempty) < len(lengths) else features[f"walk_steps_{g}"] for g in WALK_GROUPS}
+    features = {f"walk_steps_{g}": v for g, v in warp_walk_steps(lengths, WALK_GROUPS).items()}
+    features |= {f"walk_short_steps_{g}": v for g, v in warp_walk_steps(short, WALK_GROUPS[:-1]).items()}
+    nonempty = lengths[(lengths > 0) & (lengths <= SHORT_ROW)]
+    nonempty_steps = (warp_walk_steps(nonempty, WALK_GROUPS[:-1]) if len(nonempty) < len(lengths)
+                      else {g: features[f"walk_short_steps_{g}"] for g in WALK_GROUPS[:-1]})
+    features |= {f"walk_nonempty_short_steps_{g}": v * len(nonempty) / max(len(lengths), 1)
+                 for g, v in nonempty_steps.items()}
     features["long_row_steps"] = float((-(-long_rows // (4 * WARP_LANES))).sum(dtype=np.int64) / max(len(lengths), 1))
+    features["long_rows"] = len(long_rows) / max(len(lengths), 1)
     return features
 
 

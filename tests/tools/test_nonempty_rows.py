@@ -32,68 +32,105 @@ def runs_of_empty_rows(M: int, K: int, empty: float, seed: int) -> sp.csr_matrix
     return sp.csr_matrix((np.ones(len(cols), np.float32), cols, rowptr), shape=(M, K))
 
 
+def with_long_rows(mat: sp.csr_matrix, rows: list[int], length: int, seed: int) -> sp.csr_matrix:
+    """`mat` with `rows` replaced by rows of `length` nonzeros (a warp each at LONG_ROW below `length`)."""
+    rng = np.random.default_rng(seed)
+    lil = sp.lil_matrix(mat)
+    for r in rows:
+        lil.rows[r] = sorted(rng.choice(mat.shape[1], size=length, replace=False).tolist())
+        lil.data[r] = [1.0] * length
+    return sp.csr_matrix(lil)
+
+
 CASES = {
-    "mostly_empty": runs_of_empty_rows(5000, 3000, 0.9, 1),
+    "mostly_empty": with_long_rows(runs_of_empty_rows(5000, 3000, 0.9, 1), [17, 2100, 4990], 700, 1),
     "half_empty_wide": runs_of_empty_rows(700, 9000, 0.5, 2),
     "no_empty_row": runs_of_empty_rows(900, 400, 0.0, 3)[3:-2],
     "all_empty": sp.csr_matrix((3000, 50)),
     "one_nonempty_row": sp.csr_matrix((np.ones(3), ([2047, 2047, 2047], [0, 5, 9])), shape=(4100, 10)),
+    "only_long_rows": with_long_rows(sp.csr_matrix((9000, 800)), [0, 4095, 4096, 8999], 300, 2),
     "empty_rows_mix": generate("empty_rows_mix", 6000, seed=3),
 }
-PARAMS = [{"BLOCK": 128, "GROUP": 1, "UNROLL": 2, "HINT": 1}, {"BLOCK": 256, "GROUP": 4, "UNROLL": 1, "HINT": 0},
-          {"BLOCK": 128, "GROUP": 32, "UNROLL": 4, "HINT": 1}]
+PARAMS = [{"BLOCK": 128, "GROUP": 1, "UNROLL": 2, "LONG_ROW": 64, "HINT": 1},
+          {"BLOCK": 256, "GROUP": 4, "UNROLL": 1, "LONG_ROW": 32, "HINT": 0},
+          {"BLOCK": 128, "GROUP": 16, "UNROLL": 4, "LONG_ROW": 512, "HINT": 1}]
 
 
 @pytest.mark.parametrize("params", PARAMS, ids=lambda p: f"{p['BLOCK']}x{p['GROUP']}")
 @pytest.mark.parametrize("case", list(CASES))
-def test_the_list_holds_exactly_the_nonempty_rows_and_each_fill_range_its_own(case, params):
+def test_the_lists_hold_exactly_the_nonempty_rows_and_each_fill_range_its_own(case, params):
     mat = CASES[case]
     rowptr = mat.indptr.astype(np.int64)
     M = mat.shape[0]
     arrays, symbols = nonempty_rows(problem_of(mat), params)
     assert all(a.dtype == np.int32 and len(a) >= 1 for a in arrays.values())
-    expected = [r for r in range(M) if rowptr[r + 1] > rowptr[r]]
-    n = symbols["n_nonempty"]
-    assert n == len(expected) and arrays["nz_rows"][:n].tolist() == expected
-    ptr = arrays["nz_ptr"]
-    assert len(ptr) == n + 1
-    for i, r in enumerate(expected):
-        assert (ptr[i], ptr[i + 1]) == (rowptr[r], rowptr[r + 1])
+    lengths = np.diff(rowptr)
+    long = [r for r in range(M) if lengths[r] > params["LONG_ROW"]]
+    short = [r for r in range(M) if 0 < lengths[r] <= params["LONG_ROW"]]
+    n_long, n_short = symbols["n_long"], symbols["n_short"]
+    assert (n_long, n_short) == (len(long), len(short))
+    n = n_long + n_short
+    assert arrays["walk_row"][:n].tolist() == long + short
+    assert arrays["fill_rows"][:n].tolist() == sorted(long + short)
+    for i, r in enumerate(long + short):
+        assert (arrays["walk_start"][i], arrays["walk_end"][i]) == (rowptr[r], rowptr[r + 1])
     fill = FILL_ROWS_PER_THREAD * params["BLOCK"]
     assert symbols["n_fill_blocks"] == -(-M // fill) and len(arrays["fill_first"]) == symbols["n_fill_blocks"] + 1
     for f in range(symbols["n_fill_blocks"]):
         lo, hi = arrays["fill_first"][f], arrays["fill_first"][f + 1]
-        assert [r for r in expected if f * fill <= r < (f + 1) * fill] == arrays["nz_rows"][lo:hi].tolist()
+        assert sorted(r for r in long + short if f * fill <= r < (f + 1) * fill) == arrays["fill_rows"][lo:hi].tolist()
+    if case == "mostly_empty" and params["LONG_ROW"] < 700:
+        assert n_long == 3
 
 
 def emulate(problem, arrays, symbols, params):
-    """The launch block by block as the kernel indexes it (walk blocks first, then the fill); y starts as NaN (the
-    harness poisons outputs) and every store is counted."""
-    BLOCK, GROUP, UNROLL = params["BLOCK"], params["GROUP"], params["UNROLL"]
+    """The launch block by block as the kernel indexes it (the long rows' warps, the short rows' groups, then the
+    fill); y starts as NaN (the harness poisons outputs) and every store is counted."""
+    BLOCK, GROUP = params["BLOCK"], params["GROUP"]
     colind = problem.inputs["colind"]
     vals = to_float64(problem.inputs["values"], problem.dtype).astype(np.float32)
     x = to_float64(problem.inputs["x"], problem.dtype).astype(np.float32)
-    M, n = len(problem.inputs["rowptr"]) - 1, symbols["n_nonempty"]
+    M = len(problem.inputs["rowptr"]) - 1
+    n_long, n_short = symbols["n_long"], symbols["n_short"]
     y = np.full(M, np.nan, np.float32)
     stores = np.zeros(M, np.int64)
-    walk_blocks = -(-n * GROUP // BLOCK)
-    for i in range(walk_blocks * BLOCK // GROUP):  # each group's row, the invalid ones past n included
-        if i >= n:
-            continue
-        start, end = int(arrays["nz_ptr"][i]), int(arrays["nz_ptr"][i + 1])
+
+    def group_sum(lo: int, hi: int) -> np.float32:
+        """GROUP lanes over [lo, hi): aligned quads lane, lane + GROUP, ..., masked; the lanes' sums added."""
         lanes = np.zeros(GROUP, np.float32)
-        for lane in range(GROUP):  # aligned quads lane, lane + GROUP, ..., masked to the row
-            for a in range((start & ~3) + 4 * lane, end, 4 * GROUP):
-                for k in range(max(a, start), min(a + 4, end)):
+        for lane in range(GROUP):
+            for a in range((lo & ~3) + 4 * lane, hi, 4 * GROUP):
+                for k in range(max(a, lo), min(a + 4, hi)):
                     lanes[lane] = np.float32(lanes[lane] + vals[k] * x[colind[k]])
-        row = int(arrays["nz_rows"][i])
-        y[row] = lanes.sum(dtype=np.float32)
+        return lanes.sum(dtype=np.float32)
+
+    def store(i: int, value: np.float32) -> None:
+        row = int(arrays["walk_row"][i])
+        y[row] = value
         stores[row] += 1
+
+    covered = np.zeros(len(colind), np.int64)
+    for w in range(-(-n_long * 32 // BLOCK) * BLOCK // 32):  # long rows: 32 / GROUP slices of quad-aligned bounds
+        if w >= n_long:
+            continue
+        start, end = int(arrays["walk_start"][w]), int(arrays["walk_end"][w])
+        slices = 32 // GROUP
+        base = start & ~3
+        step = (-(-(end - base) // slices) + 3) & ~3
+        bounds = [(max(start, base + s * step), min(end, base + (s + 1) * step)) for s in range(slices)]
+        for lo, hi in bounds:
+            covered[lo:hi] += 1
+        store(w, np.sum([group_sum(lo, hi) for lo, hi in bounds], dtype=np.float32))
+        assert (covered[start:end] == 1).all()  # the slices cover the row once
+    for g in range(-(-n_short * GROUP // BLOCK) * BLOCK // GROUP):
+        if g < n_short:
+            i = n_long + g
+            store(i, group_sum(int(arrays["walk_start"][i]), int(arrays["walk_end"][i])))
     fill = FILL_ROWS_PER_THREAD * BLOCK
     for f in range(symbols["n_fill_blocks"]):
         marked = np.zeros(fill, bool)
         for i in range(arrays["fill_first"][f], arrays["fill_first"][f + 1]):
-            marked[arrays["nz_rows"][i] - f * fill] = True
+            marked[arrays["fill_rows"][i] - f * fill] = True
         for r in range(fill):
             if f * fill + r < M and not marked[r]:
                 y[f * fill + r] = 0.0
@@ -102,7 +139,8 @@ def emulate(problem, arrays, symbols, params):
 
 
 @pytest.mark.parametrize("params", PARAMS, ids=lambda p: f"{p['BLOCK']}x{p['GROUP']}")
-@pytest.mark.parametrize("case", ["mostly_empty", "half_empty_wide", "no_empty_row", "all_empty", "one_nonempty_row"])
+@pytest.mark.parametrize("case", ["mostly_empty", "half_empty_wide", "no_empty_row", "all_empty", "one_nonempty_row",
+                                  "only_long_rows"])
 def test_emulated_launch_stores_every_row_once_and_gives_a_times_x(case, params):
     problem = problem_of(CASES[case], seed=5)
     arrays, symbols = nonempty_rows(problem, params)
@@ -165,8 +203,10 @@ def test_it_is_correct_and_clean_on_a_mostly_empty_matrix_on_the_gpu(tmp_path):
     from sparseditto.tools.verifier import GpuVerifier
 
     arch = (detect().gpu or {}).get("arch", "sm_90")
-    spec = _matrix_spec(tmp_path, runs_of_empty_rows(200_000, 50_000, 0.95, 6), "mostly_empty")
-    candidate = get_kernel("spmv_csr_nonempty").instantiate({"BLOCK": 256, "GROUP": 2, "UNROLL": 2, "HINT": 1})
+    spec = _matrix_spec(tmp_path, with_long_rows(runs_of_empty_rows(200_000, 50_000, 0.95, 6), [5, 70_000, 199_000],
+                                                 3000, 7), "mostly_empty")
+    candidate = get_kernel("spmv_csr_nonempty").instantiate({"BLOCK": 256, "GROUP": 2, "UNROLL": 2, "LONG_ROW": 64,
+                                                             "HINT": 1})
     report = GpuVerifier(arch=arch, trials=3, timeout_s=180, runs=10, profile=False).verify(candidate, spec)
     assert report.correct and report.measurement is not None, [(f.stage, f.status, f.message) for f in report.feedback]
     assert report.stage("sanitizer").status == "passed", report.stage("sanitizer").message

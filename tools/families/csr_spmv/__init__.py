@@ -58,12 +58,17 @@ class CsrSpmv(CsrFamily):
         planner re-ranks them by what earlier runs measured."""
         f = features
 
-        def fastest_group(kernel: str, start: dict[str, int], groups: tuple[int, ...] = WALK_GROUPS) -> int:
+        def fastest_group(kernel: str, start: dict[str, int], groups: tuple[int, ...] = WALK_GROUPS,
+                          widest: bool = True) -> int:
             """The lanes per row the cost model prices fastest (the warps' walk steps depend on it); of those within 10%
             the widest, whose lanes read a row in fewer, adjacent loads (what the step count does not see; measured at
-            near-equal prices on two matrices, 4 lanes beat 2 by 4-12%)."""
+            near-equal prices on two matrices, 4 lanes beat 2 by 4-12%). `widest` False takes the narrowest: where
+            the rows walked are a few quads long, wider groups only add idle lanes and blocks (the nonempty rows of
+            hypersparse_1m: a mean of 4 nonzeros, and 13,900 to 21,700 blocks of short dependent chains at 8-16
+            lanes, session 16)."""
             times = {g: self.predicted_us(spec, f, kernel, {**start, "GROUP": g}) for g in groups}
-            return max(g for g, t in times.items() if t <= 1.1 * min(times.values()))
+            near = [g for g, t in times.items() if t <= 1.1 * min(times.values())]
+            return max(near) if widest else min(near)
 
         vec4 = {"UNROLL": 2, "BLOCK": 256, "HINT": 1, "XL": 0}
         split = {"UNROLL": 2, "BLOCK": 256, "LONG_ROW": SHORT_ROW, "CHUNK": 4096, "HINT": 1, "EARLY": 0}
@@ -71,8 +76,8 @@ class CsrSpmv(CsrFamily):
         group = fastest_group("spmv_csr_vec4", vec4)
         split_group = fastest_group("spmv_csr_split_vec4", split, WALK_GROUPS[:-1])
         u16_group = fastest_group("spmv_csr_u16", u16)
-        nonempty = {"UNROLL": 2, "BLOCK": 256, "HINT": 1}
-        nonempty_group = fastest_group("spmv_csr_nonempty", nonempty)
+        nonempty = {"UNROLL": 2, "BLOCK": 256, "LONG_ROW": SHORT_ROW, "HINT": 1}
+        nonempty_group = fastest_group("spmv_csr_nonempty", nonempty, WALK_GROUPS[:-1], widest=False)
         stored, share = dia_layout(f, 64)
         max_diags = next((d for d in (8, 16, 32, 64) if d >= stored), 64)
         starts = [
@@ -94,7 +99,8 @@ class CsrSpmv(CsrFamily):
         if f["empty_rows"] >= MANY_EMPTY_ROWS:
             starts.append(StrategyStart("spmv_csr_nonempty", {"GROUP": nonempty_group, **nonempty},
                                         f"the nonempty rows only ({1 - f['empty_rows']:.0%} of them), {nonempty_group} "
-                                        "lanes per row; the empty ones zero-filled with coalesced stores"))
+                                        f"lanes per row, a warp per row over {SHORT_ROW}; the empty ones "
+                                        "zero-filled with coalesced stores"))
         if f["row_max"] <= SHORT_ROW:  # nothing to split: the same walk as spmv_csr_vec4, priced the same, would
             starts = [s for s in starts if s.kernel != "spmv_csr_split_vec4"]  # take a contender's place
         ranked = [replace(s, predicted_us=self.predicted_us(spec, f, s.kernel, s.start)) for s in starts]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from sparseditto.tools.structure import H200_L2_BYTES
+from sparseditto.tools.structure import H200_L2_BYTES, SHORT_ROW
 
 COPY_BYTES_PER_US = 4.25e6  # 4.25 TB/s
 LAUNCH_US = 2.5  # one kernel launch with its ramp-up and drain, as a floor per launch
@@ -117,12 +117,17 @@ def predicted_us(kernel: str, start: Mapping[str, int], f: Mapping[str, float], 
         tail = row_max / (4 * start["GROUP"] * max(start["UNROLL"], 1)) * STEP_US
     elif kernel == "spmv_csr_nonempty":
         nonempty_rows = f["rows"] * (1.0 - f["empty_rows"])
-        # values and columns, the list and extents of the nonempty rows, x, and y (every row stored once)
-        moved = (f["nnz"] * (4 + value_bytes) + 8 * nonempty_rows + x_bytes(f, value_bytes)
+        # values and columns, the walk list (row, start, end) and the fill's sorted list, x, and y (every row once)
+        moved = (f["nnz"] * (4 + value_bytes) + 16 * nonempty_rows + x_bytes(f, value_bytes)
                  + f["rows"] * value_bytes)
-        walk = max(walk_us(f[f"walk_nonempty_steps_{start['GROUP']}"], f, start["UNROLL"]),
-                   nonempty_rows * start["GROUP"] / 32 / WARPS_PER_US)
-        tail = row_max / (4 * start["GROUP"] * max(start["UNROLL"], 1)) * STEP_US
+        # rows over LONG_ROW (its start's 64 is the features' SHORT_ROW) get a warp each; the fill a warp per 16 * 32
+        # rows
+        long_rows = f["rows"] * f["long_rows"]
+        started = ((nonempty_rows - long_rows) * start["GROUP"] / 32 + long_rows + f["rows"] / 512) / WARPS_PER_US
+        walk = max(walk_us(f[f"walk_nonempty_short_steps_{start['GROUP']}"] + f["long_row_steps"], f, start["UNROLL"]),
+                   started)
+        tail = min(row_max, SHORT_ROW) / (4 * start["GROUP"] * max(start["UNROLL"], 1)) * STEP_US
+        tail = max(tail, row_max / (4 * 32 * max(start["UNROLL"], 1)) * STEP_US)
     elif kernel == "spmv_csr_split_vec4":
         moved = csr_bytes(f, value_bytes)
         # rows over LONG_ROW go to a warp per chunk (its start's 64 is the features' SHORT_ROW)
