@@ -2,9 +2,10 @@
 measured time, their ratio, per matrix whether the model's fastest is the measured fastest, the offline
 planner's first candidate (fresh store) against the fastest measured, and the same pick left one matrix out
 (calibrated on the others' measurements, with the fitted efficiencies and with all of them at 1).
-`python3 bench/cost_model_check.py [--cost-module FILE]`: FILE is another version of
+`python3 bench/cost_model_check.py [--cost-module FILE] [--measured JSON]`: FILE is another version of
 tools/families/csr_spmv/cost.py to check instead, e.g. the model before session 10:
-`git show cdf8572^:tools/families/csr_spmv/cost.py > /tmp/old_cost.py`."""
+`git show cdf8572^:tools/families/csr_spmv/cost.py > /tmp/old_cost.py`; JSON another set of measured candidates, e.g.
+the matrices the model was not fitted on: evals/results/issue14_h200/spmv_candidates_out_of_sample.json."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import math
 import tempfile
 from pathlib import Path
 
-from sparseditto.evals.cost_model_check import (cross_validated_picks, first_candidates, measured_features,
+from sparseditto.evals.cost_model_check import (MEASURED, cross_validated_picks, first_candidates, measured_features,
                                                 neutral_price, priced_candidates)
 from sparseditto.tools.families.csr_spmv.cost import predicted_us
 
@@ -22,6 +23,7 @@ from sparseditto.tools.families.csr_spmv.cost import predicted_us
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cost-module", type=Path, help="a cost.py whose predicted_us to check instead")
+    parser.add_argument("--measured", type=Path, default=MEASURED, help="the measured candidates to price")
     args = parser.parse_args()
     price = predicted_us
     if args.cost_module:
@@ -30,8 +32,8 @@ def main() -> None:
         spec.loader.exec_module(module)
         price = module.predicted_us
     folder = Path(tempfile.mkdtemp(prefix="cost_check_"))
-    features = measured_features(folder)
-    priced = priced_candidates(features, price=price)
+    features = measured_features(folder, args.measured)
+    priced = priced_candidates(features, args.measured, price=price)
     print(f"{'matrix':20s} {'kernel':22s} {'params':24s} {'predicted':>9s} {'measured':>9s} {'ratio':>6s}")
     for c, p in priced:
         params = ",".join(f"{k}={v}" for k, v in c["params"].items() if k in ("GROUP", "MAX_DIAGS", "ITEMS"))
@@ -49,11 +51,11 @@ def main() -> None:
     if args.cost_module:  # the plan is this checkout's, whatever model was checked above
         return
     print("\nthe offline plan's first candidate (fresh store) against the fastest measured:")
-    for name, kernel, start, us, best in first_candidates(folder):
+    for name, kernel, start, us, best in first_candidates(folder, args.measured):
         params = ",".join(f"{k}={v}" for k, v in start.items() if k in ("GROUP", "MAX_DIAGS", "ITEMS"))
         print(f"{name:20s} {kernel:22s} {params:14s} "
               + (f"{us:7.1f} us, {us / best:.2f}x the fastest measured ({best:.1f})" if us else "not measured"))
-    for neutral, prices in ((False, priced), (True, priced_candidates(features, price=neutral_price))):
+    for neutral, prices in ((False, priced), (True, priced_candidates(features, args.measured, price=neutral_price))):
         rows = cross_validated_picks(prices)
         within = sum(us <= 1.15 * best for _, _, us, best in rows)
         prices_with = "every efficiency at 1" if neutral else "the fitted efficiencies"
