@@ -149,6 +149,13 @@ def test_emulated_launch_stores_every_row_once_and_gives_a_times_x(case, params)
     np.testing.assert_allclose(y, get_family("csr_spmv").reference(problem)["y"], rtol=1e-5, atol=1e-5)
 
 
+def test_the_kernel_and_the_preparation_agree_on_the_rows_a_fill_block_owns():
+    """The preparation's fill_first partitions by FILL_ROWS_PER_THREAD * BLOCK rows; the kernel's bitmap and loop by
+    SD_FILL_ROWS. Were they to differ, rows would go unwritten or the bitmap overflow."""
+    source = get_kernel("spmv_csr_nonempty").instantiate(PARAMS[0]).source
+    assert f"#define SD_FILL_ROWS ({FILL_ROWS_PER_THREAD} * BLOCK)" in source
+
+
 def _spec(dtype: str):
     return parse_spec({"operation": "spmv", "pattern": {"distribution": "power_law", "nnz_per_row": 9},
                        "M": 3000, "K": 2000, "dtype": dtype, "arch": "sm_90"})
