@@ -28,7 +28,7 @@ STEP_US = 1.6
 # warp steps the whole GPU completes per microsecond when many warps walk (1250-2600 across the 16 candidates)
 WALK_STEPS_PER_US = 1800.0
 # warps the whole GPU starts, reads two row pointers in and retires per microsecond when their rows are empty:
-# spmv_csr_vec4 on hypersparse_1m (12.5M rows, 92% empty) took 1499.6 us at 16 lanes per row (6.25M warps) and
+# spmv_csr_vec4 on hypersparse_1m (12.5M rows, 98% empty) took 1499.6 us at 16 lanes per row (6.25M warps) and
 # 2974.9 us at 32 (12.5M); split vec4 on empty95_tall_4m (13.3M rows) 235.5 and 409.5 us at 2 and 4 lanes (H200,
 # session 16). A floor under the walk, not added to it: where rows are full the warps' loads hide it.
 WARPS_PER_US = 4200.0
@@ -109,11 +109,11 @@ def predicted_us(kernel: str, start: Mapping[str, int], f: Mapping[str, float], 
     bandwidth = COPY_BYTES_PER_US * efficiency
     row_max = f["row_max"]
     launches, tail, walk, gathers = 1, 0.0, 0.0, scattered_reads(f)
-    # warps that a row-per-group walk starts: one per 32 / GROUP rows, empty ones included
-    warps = f["rows"] * start.get("GROUP", 0) / 32 / WARPS_PER_US
+    # the time to start the warps of a row-per-group walk: one per 32 / GROUP rows, empty ones included
+    warps_us = f["rows"] * start.get("GROUP", 0) / 32 / WARPS_PER_US
     if kernel == "spmv_csr_vec4":
         moved = csr_bytes(f, value_bytes)
-        walk = max(walk_us(f[f"walk_steps_{start['GROUP']}"], f, start["UNROLL"]), warps)
+        walk = max(walk_us(f[f"walk_steps_{start['GROUP']}"], f, start["UNROLL"]), warps_us)
         tail = row_max / (4 * start["GROUP"] * max(start["UNROLL"], 1)) * STEP_US
     elif kernel == "spmv_csr_nonempty":
         nonempty_rows = f["rows"] * (1.0 - f["empty_rows"])
@@ -123,15 +123,15 @@ def predicted_us(kernel: str, start: Mapping[str, int], f: Mapping[str, float], 
         # rows over LONG_ROW (its start's 64 is the features' SHORT_ROW) get a warp each; the fill a warp per 16 * 32
         # rows
         long_rows = f["rows"] * f["long_rows"]
-        started = ((nonempty_rows - long_rows) * start["GROUP"] / 32 + long_rows + f["rows"] / 512) / WARPS_PER_US
+        started_us = ((nonempty_rows - long_rows) * start["GROUP"] / 32 + long_rows + f["rows"] / 512) / WARPS_PER_US
         walk = max(walk_us(f[f"walk_nonempty_short_steps_{start['GROUP']}"] + f["long_row_steps"], f, start["UNROLL"]),
-                   started)
+                   started_us)
         tail = min(row_max, SHORT_ROW) / (4 * start["GROUP"] * max(start["UNROLL"], 1)) * STEP_US
         tail = max(tail, row_max / (4 * 32 * max(start["UNROLL"], 1)) * STEP_US)
     elif kernel == "spmv_csr_split_vec4":
         moved = csr_bytes(f, value_bytes)
         # rows over LONG_ROW go to a warp per chunk (its start's 64 is the features' SHORT_ROW)
-        walk = max(walk_us(f[f"walk_short_steps_{start['GROUP']}"] + f["long_row_steps"], f, start["UNROLL"]), warps)
+        walk = max(walk_us(f[f"walk_short_steps_{start['GROUP']}"] + f["long_row_steps"], f, start["UNROLL"]), warps_us)
         tail = min(row_max, start["CHUNK"]) / (4 * 32) * STEP_US
         # the finishing launch, when there are long rows; launched early it overlaps the first one's tail (1.3-3.9 us
         # saved on three matrices, session 16: about a launch's cost)
@@ -162,7 +162,7 @@ def predicted_us(kernel: str, start: Mapping[str, int], f: Mapping[str, float], 
         # half-width bounds the span, else every nonzero is assumed to fall back to its 32-bit index
         fits = 2 * f.get("bandwidth", 1.0) * f["cols"] < 65536
         moved = csr_bytes(f, value_bytes, index_bytes=2.0 if fits else 4.5)
-        walk = max(walk_us(f[f"walk_steps_{start['GROUP']}"], f, start["UNROLL"]), warps)
+        walk = max(walk_us(f[f"walk_steps_{start['GROUP']}"], f, start["UNROLL"]), warps_us)
         tail = row_max / (4 * start["GROUP"] * max(start["UNROLL"], 1)) * STEP_US
     else:
         raise KeyError(f"no cost model for {kernel}")
