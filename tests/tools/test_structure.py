@@ -64,3 +64,34 @@ def test_a_large_matrix_is_read_on_whole_bands_and_the_estimate_is_stable():
     banded = sp.diags([np.ones(300_000 - k) for k in range(4)], list(range(4)), format="csr")
     a, b = features(banded, 1), features(banded, 2)
     assert abs(a["block_fill_4"] - b["block_fill_4"]) < 0.01 and abs(a["neighbour_sharing"] - b["neighbour_sharing"]) < 0.01
+
+
+def brute_warp_steps(lengths: list[int], group: int) -> float:
+    """Warps of 32 / group consecutive rows, each warp as many steps as its longest row takes at 8 nonzeros per lane
+    and step, walked one warp at a time: the definition the features' one-pass count must agree with."""
+    rows = 32 // group
+    total = 0
+    for first in range(0, len(lengths), rows):
+        total += max(-(-n // (8 * group)) for n in lengths[first:first + rows])
+    return total / max(len(lengths), 1)
+
+
+def test_row_walk_steps_agree_with_a_warp_by_warp_count():
+    """Every group size, on lengths of random spread with empty runs (the last warp partly filled), and the
+    nonempty-rows walk: the rows that are neither empty nor over SHORT_ROW, per row of the whole matrix."""
+    from sparseditto.tools.structure import SHORT_ROW, WALK_GROUPS, walk_features
+
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        lengths = rng.integers(0, int(rng.integers(1, 300)), int(rng.integers(1, 400)))
+        lengths[rng.random(len(lengths)) < 0.5] = 0
+        f = walk_features(lengths)
+        short = [int(n) if n <= SHORT_ROW else 0 for n in lengths]
+        nonempty = [int(n) for n in lengths if 0 < n <= SHORT_ROW]
+        for g in WALK_GROUPS:
+            assert abs(f[f"walk_steps_{g}"] - brute_warp_steps(lengths.tolist(), g)) < 1e-12
+        for g in WALK_GROUPS[:-1]:
+            assert abs(f[f"walk_short_steps_{g}"] - brute_warp_steps(short, g)) < 1e-12
+            expected = brute_warp_steps(nonempty, g) * len(nonempty) / len(lengths)
+            assert abs(f[f"walk_nonempty_short_steps_{g}"] - expected) < 1e-12
+        assert f["long_rows"] == np.count_nonzero(lengths > SHORT_ROW) / len(lengths)

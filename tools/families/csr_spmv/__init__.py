@@ -33,8 +33,9 @@ class CsrSpmvSpec(CsrSpecFields):
         return self
 
 
-# the share of empty rows from which the nonempty-rows walk is offered: below it, listing the rows saves less than
-# the list costs (8 bytes per nonempty row against 4 per row pointer skipped)
+# the share of empty rows from which the nonempty-rows walk is offered (a guess, not measured): with few empty rows
+# its lists (16 bytes per nonempty row) cost more than the row pointers it skips (4 bytes per empty row), and the
+# cost model would still let it take a contender's iteration
 MANY_EMPTY_ROWS = 0.25
 
 
@@ -64,7 +65,7 @@ class CsrSpmv(CsrFamily):
             the widest, whose lanes read a row in fewer, adjacent loads (what the step count does not see; measured at
             near-equal prices on two matrices, 4 lanes beat 2 by 4-12%). `widest` False takes the narrowest: where
             the rows walked are a few quads long, wider groups only add idle lanes and blocks (the nonempty rows of
-            hypersparse_1m: a mean of 4 nonzeros, and 13,900 to 21,700 blocks of short dependent chains at 8-16
+            hypersparse_1m: a mean of 4 nonzeros; its first form's launch held 13,972 and 21,840 blocks at 8 and 16
             lanes, session 16)."""
             times = {g: self.predicted_us(spec, f, kernel, {**start, "GROUP": g}) for g in groups}
             near = [g for g, t in times.items() if t <= 1.1 * min(times.values())]
@@ -101,7 +102,7 @@ class CsrSpmv(CsrFamily):
         if f["empty_rows"] >= MANY_EMPTY_ROWS:
             starts.append(StrategyStart("spmv_csr_nonempty", {"GROUP": nonempty_group, **nonempty},
                                         f"the nonempty rows only ({1 - f['empty_rows']:.0%} of them), {nonempty_group} "
-                                        f"lanes per row, a warp per row over {SHORT_ROW}; the empty ones "
+                                        f"lanes per row, a warp per row over {nonempty['LONG_ROW']}; the empty ones "
                                         "zero-filled with coalesced stores"))
         if f["row_max"] <= SHORT_ROW:  # nothing to split: the same walk as spmv_csr_vec4, priced the same, would
             starts = [s for s in starts if s.kernel != "spmv_csr_split_vec4"]  # take a contender's place

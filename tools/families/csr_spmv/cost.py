@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from sparseditto.tools.structure import H200_L2_BYTES, SHORT_ROW
+from sparseditto.tools.families.csr_spmv.nonempty import FILL_ROWS_PER_THREAD
+from sparseditto.tools.structure import H200_L2_BYTES, SHORT_ROW, WARP_LANES
 
 COPY_BYTES_PER_US = 4.25e6  # 4.25 TB/s
 LAUNCH_US = 2.5  # one kernel launch with its ramp-up and drain, as a floor per launch
@@ -42,7 +43,9 @@ EFFICIENCY = {
     "spmv_sell_c_sigma": 0.80,
     "spmv_dia": 0.45,  # 0.85 guessed; band_narrow 0.40, two stencils 0.45-0.51 (sessions 10-11)
     "spmv_csr_u16": 0.60,  # 0.78 guessed; as vec4 (same walk): 1.3-1.7x slower than that on FEM and a 3D stencil (session 11)
-    "spmv_csr_nonempty": 0.60,  # as vec4 (the same walk over the nonempty rows), not yet measured
+    # as vec4 (the same walk over the nonempty rows); its first form ran latency-bound at 0.82-0.89 TB/s on
+    # hypersparse_1m (session 16), the present one is not measured
+    "spmv_csr_nonempty": 0.60,
 }
 
 
@@ -120,10 +123,11 @@ def predicted_us(kernel: str, start: Mapping[str, int], f: Mapping[str, float], 
         # values and columns, the walk list (row, start, end) and the fill's sorted list, x, and y (every row once)
         moved = (f["nnz"] * (4 + value_bytes) + 16 * nonempty_rows + x_bytes(f, value_bytes)
                  + f["rows"] * value_bytes)
-        # rows over LONG_ROW (its start's 64 is the features' SHORT_ROW) get a warp each; the fill a warp per 16 * 32
-        # rows
+        # rows over LONG_ROW (its start's 64 is the features' SHORT_ROW) get a warp each; the fill a warp per
+        # FILL_ROWS_PER_THREAD * 32 rows
         long_rows = f["rows"] * f["long_rows"]
-        started_us = ((nonempty_rows - long_rows) * start["GROUP"] / 32 + long_rows + f["rows"] / 512) / WARPS_PER_US
+        fill_warps = f["rows"] / (FILL_ROWS_PER_THREAD * WARP_LANES)
+        started_us = ((nonempty_rows - long_rows) * start["GROUP"] / WARP_LANES + long_rows + fill_warps) / WARPS_PER_US
         walk = max(walk_us(f[f"walk_nonempty_short_steps_{start['GROUP']}"] + f["long_row_steps"], f, start["UNROLL"]),
                    started_us)
         tail = min(row_max, SHORT_ROW) / (4 * start["GROUP"] * max(start["UNROLL"], 1)) * STEP_US
