@@ -121,6 +121,13 @@ def _calibrated(plan: Plan, gpu: dict[str, Any] | None, store: ExperienceStore) 
     return plan.model_copy(update={"strategies": sorted(strategies, key=lambda s: s.calibrated_us)})
 
 
+def _with_steps(plan: Plan, spec: Spec, gpu: dict[str, Any] | None, store: ExperienceStore) -> Plan:
+    """The one-parameter steps earlier runs measured on this GPU, for the search to order its neighbours by."""
+    if not gpu:
+        return plan
+    return plan.model_copy(update={"step_ratios": store.step_ratios(plan.family, spec.dtype, gpu["name"])})
+
+
 def _passages(plan: Plan, spec: Spec, context_chars: int) -> list[Passage]:
     hits = search(plan_query(plan, spec), Filters(family=plan.family, arch=spec.arch, dtype=spec.dtype),
                   k=PASSAGE_CANDIDATES,
@@ -137,7 +144,7 @@ def _passages(plan: Plan, spec: Spec, context_chars: int) -> list[Passage]:
 
 def retrieve(plan: Plan, spec: Spec, gpu: dict[str, Any] | None, store: ExperienceStore, context_chars: int) -> tuple[Plan, References]:
     """The plan refined by experience, and the references for the coder (and an LLM planner's revisions)."""
-    plan, stored = _with_experience(_calibrated(plan, gpu, store), spec, gpu, store)
+    plan, stored = _with_experience(_with_steps(_calibrated(plan, gpu, store), spec, gpu, store), spec, gpu, store)
     library = [Reference(kernel=s.kernel, strategy=get_kernel(s.kernel).strategy, summary=get_kernel(s.kernel).summary.strip())
                for s in plan.strategies]
     refs = References(kernels=stored + library, passages=_passages(plan, spec, context_chars))

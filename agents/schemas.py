@@ -42,6 +42,9 @@ class Plan(BaseModel):
     reuse: Choice | None = None
     # what the stored kernel already passed (e.g. the sanitizer), so re-validation need not run it again
     reuse_checked: str | None = None
+    # per one-parameter step (`kernel:PARAM:from->to`), the best time ratio earlier runs on this GPU measured for it
+    # (experience store): the offline search tries the steps that have paid first
+    step_ratios: dict[str, float] = {}
 
 
 class Reference(BaseModel):
@@ -82,6 +85,11 @@ class Choice(BaseModel):
 def tried_choices(iterations: list[dict[str, Any]]) -> set[tuple[str, tuple[tuple[str, int], ...]]]:
     """The keys of every choice a run has verified so far."""
     return {Choice.model_validate(it["choice"]).key() for it in iterations}
+
+
+def step_key(kernel: str, param: str, from_value: int, to_value: int) -> str:
+    """How a plan names one parameter's step (`Plan.step_ratios`): `kernel:PARAM:from->to`."""
+    return f"{kernel}:{param}:{from_value}->{to_value}"
 
 
 def measured_times(iterations: list[dict[str, Any]]) -> dict[tuple[str, tuple[tuple[str, int], ...]], float]:

@@ -34,7 +34,8 @@ from sparseditto.errors import SparseDittoError, SpecError
 from sparseditto.graph.context import PipelineContext, context_of
 from sparseditto.graph.routing import budget_spent, llm_budget_spent
 from sparseditto.graph.state import EXAMPLE_INPUT, PipelineState, RunView
-from sparseditto.knowledge_base.experience import ExperienceStore, experience_path, record_accepted, record_measured
+from sparseditto.knowledge_base.experience import (ExperienceStore, experience_path, record_accepted, record_measured,
+                                                   record_steps)
 from sparseditto.settings import ON_BUDGET, Settings
 from sparseditto.spec import parse_spec
 from sparseditto.tools.results import VerificationReport
@@ -234,6 +235,7 @@ async def finalize(state: PipelineState, runtime: Runtime[PipelineContext]) -> d
         if status == "accepted" and best:
             record_accepted(store, RunView.of(state).spec, best, state["run_id"])
         record_measured(store, RunView.of(state).spec, state.get("plan") or {}, state["iterations"], state["run_id"])
+        record_steps(store, RunView.of(state).spec, state["iterations"], state["run_id"])
         return write_artifacts(state, status, ctx.runs_dir)
 
     folder = await asyncio.to_thread(work)

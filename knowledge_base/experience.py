@@ -23,7 +23,7 @@ from typing import Any
 import structlog
 from pydantic import BaseModel
 
-from sparseditto.agents.schemas import Choice, measured_times
+from sparseditto.agents.schemas import Choice, measured_times, step_key
 from sparseditto.knowledge_base.library import get_kernel
 from sparseditto.settings import Settings
 from sparseditto.errors import SparseDittoError
@@ -64,6 +64,20 @@ CREATE TABLE IF NOT EXISTS measured (
     cost_model TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS measured_family ON measured (family, gpu_name);
+CREATE TABLE IF NOT EXISTS steps (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    family TEXT NOT NULL,
+    kernel TEXT NOT NULL,
+    gpu_name TEXT NOT NULL,
+    dtype TEXT NOT NULL,
+    param TEXT NOT NULL,
+    from_value INTEGER NOT NULL,
+    to_value INTEGER NOT NULL,
+    ratio REAL NOT NULL,
+    run_id TEXT NOT NULL,
+    created_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS steps_family ON steps (family, gpu_name, dtype);
 CREATE TABLE IF NOT EXISTS tools_passed (
     cubin_sha256 TEXT NOT NULL,
     tool_class TEXT NOT NULL,
@@ -73,6 +87,8 @@ CREATE TABLE IF NOT EXISTS tools_passed (
     PRIMARY KEY (cubin_sha256, tool_class, gpu_name)
 );
 """
+# steps: the latest measured pairs per step that count
+STEP_WINDOW = 20
 # calibration: the prior (factor 1) counts as this many measurements, so one odd run moves a factor only halfway
 PRIOR_WEIGHT = 1.0
 CALIBRATION_WINDOW = 50  # the latest measurements per kernel that count
@@ -224,6 +240,34 @@ class ExperienceStore:
                                 (family, gpu_name, get_family(family).cost_model)).fetchall()
         return calibration_factors(rows)
 
+    def record_steps(self, family: str, dtype: str, gpu_name: str, rows: list[tuple[str, str, int, int, float]],
+                     run_id: str) -> None:
+        """(kernel, parameter, from value, to value, time after / time before) of each pair of correct candidates of
+        one run that differ in that one parameter."""
+        if not rows:
+            return
+        now = time.time()
+        with closing(self._connect()) as conn, conn:
+            conn.executemany("INSERT INTO steps (family, kernel, gpu_name, dtype, param, from_value, to_value, ratio,"
+                             " run_id, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                             [(family, k, gpu_name, dtype, p, a, b, r, run_id, now) for k, p, a, b, r in rows])
+
+    def step_ratios(self, family: str, dtype: str, gpu_name: str) -> dict[str, float]:
+        """Per one-parameter step (`step_key`), the best time ratio its latest STEP_WINDOW measurements on this GPU
+        and dtype gave, each pair read in both directions: what the step has been worth at its best."""
+        if not self.path.exists():
+            return {}
+        with closing(self._connect()) as conn:
+            rows = conn.execute("SELECT kernel, param, from_value, to_value, ratio FROM steps WHERE family = ? AND"
+                                " gpu_name = ? AND dtype = ? AND ratio > 0 ORDER BY created_at DESC",
+                                (family, gpu_name, dtype)).fetchall()
+        seen: dict[str, list[float]] = {}
+        for kernel, param, a, b, ratio in rows:
+            for key, r in ((step_key(kernel, param, a, b), ratio), (step_key(kernel, param, b, a), 1.0 / ratio)):
+                if len(seen.setdefault(key, [])) < STEP_WINDOW:
+                    seen[key].append(r)
+        return {k: min(v) for k, v in seen.items()}
+
     def count(self) -> int:
         if not self.path.exists():
             return 0
@@ -243,6 +287,27 @@ def record_accepted(store: ExperienceStore, spec: Spec, iteration: dict[str, Any
     return store.record(spec, choice, source, report["measurement"],
                         {"name": device["name"], "arch": device.get("arch") or spec.arch or "unknown"}, run_id,
                         checks={f["stage"]: f["status"] for f in report["feedback"]})
+
+
+def record_steps(store: ExperienceStore, spec: Spec, iterations: list[dict[str, Any]], run_id: str) -> int:
+    """Every pair of correct GPU candidates of the run with the same kernel and one parameter apart (the same matrix
+    and inputs, so their ratio is the step's worth there). Returns how many were recorded."""
+    gpu_iterations = [it for it in iterations if it.get("backend") == "gpu"]
+    measured = measured_times(gpu_iterations)
+    rows = []
+    choices = sorted(measured)
+    for n, (kernel, params) in enumerate(choices):
+        for other_kernel, other_params in choices[n + 1:]:
+            a, b = dict(params), dict(other_params)
+            differ = [k for k in a.keys() | b.keys() if a.get(k) != b.get(k)]
+            if other_kernel == kernel and len(differ) == 1 and differ[0] in a and differ[0] in b:
+                ratio = measured[(other_kernel, other_params)] / measured[(kernel, params)]
+                rows.append((kernel, differ[0], a[differ[0]], b[differ[0]], ratio))
+    gpu = next((it["report"]["device"].get("name") for it in gpu_iterations if it["report"].get("device")), None)
+    if not rows or not gpu:
+        return 0
+    store.record_steps(spec.family, spec.dtype, gpu, rows, run_id)
+    return len(rows)
 
 
 def record_measured(store: ExperienceStore, spec: Spec, plan: dict[str, Any], iterations: list[dict[str, Any]],

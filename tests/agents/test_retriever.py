@@ -144,3 +144,14 @@ def test_a_similar_entry_goes_first_only_if_its_own_parameters_are_priced_near_t
     store.record(parse_spec({**rows_of_four, "M": 250000}), Choice(kernel=best.kernel, params=best.start), "// src",
                  {"median_us": 20.0, "speedup_vs_best": 1.1, "best_baseline": "cusparse"}, GPU, "run1")
     assert retrieve(plan, spec, GPU, store, 4000)[1].kernels[0].origin == "experience"
+
+
+def test_the_plan_carries_the_steps_measured_on_this_gpu_and_dtype(tiny_spmv, store):
+    plan = offline_plan(tiny_spmv)
+    assert retrieve(plan, tiny_spmv, GPU, store, 4000)[0].step_ratios == {}
+    store.record_steps("csr_spmv", tiny_spmv.dtype, GPU["name"], [("spmv_merge_path", "ITEMS", 8, 16, 0.8)], "run0")
+    store.record_steps("csr_spmv", tiny_spmv.dtype, "Other GPU", [("spmv_merge_path", "BLOCK", 256, 512, 0.5)], "run0")
+    refined = retrieve(plan, tiny_spmv, GPU, store, 4000)[0]
+    assert refined.step_ratios == {"spmv_merge_path:ITEMS:8->16": pytest.approx(0.8),
+                                   "spmv_merge_path:ITEMS:16->8": pytest.approx(1.25)}
+    assert retrieve(plan, tiny_spmv, None, store, 4000)[0].step_ratios == {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sparseditto.agents.reviewer import best_iteration, offline_review
-from sparseditto.agents.schemas import Acceptance, Plan, Strategy
+from sparseditto.agents.schemas import Acceptance, Plan, Strategy, step_key
 from sparseditto.tools.results import NOT_EXECUTED_NO_GPU, Feedback, VerificationReport
 
 ROWSPLIT = "spmm_csr_rowsplit"
@@ -86,6 +86,21 @@ def test_the_search_moves_to_the_best_candidate(records):
     assert verdict.decision == "revise"
     assert verdict.best_iteration == 2
     assert verdict.next.params == {"VW": 2, "WARPS": 8, "UNROLL": 8}
+
+
+def test_steps_that_paid_before_come_first_then_untried_ones_then_those_that_did_not(records):
+    """Without a record the search keeps the declared order (VW before WARPS); earlier runs' measured steps reorder it."""
+    records.timed(ROWSPLIT, ROW_START, 100.0, 1.2)
+    assert review(make_plan(), records).next.params == {**ROW_START, "VW": 2}
+    paid = make_plan().model_copy(update={"step_ratios": {step_key(ROWSPLIT, "WARPS", 4, 8): 0.9,
+                                                          step_key(ROWSPLIT, "VW", 4, 2): 0.95}})
+    assert review(paid, records).next.params == {**ROW_START, "WARPS": 8}
+    # VW's step never beat 2% faster: the untried WARPS step goes first
+    not_paid = make_plan().model_copy(update={"step_ratios": {step_key(ROWSPLIT, "VW", 4, 2): 1.01}})
+    assert review(not_paid, records).next.params == {**ROW_START, "WARPS": 8}
+    # a step recorded in the other direction only says nothing of this one
+    other_way = make_plan().model_copy(update={"step_ratios": {step_key(ROWSPLIT, "VW", 2, 4): 1.2}})
+    assert review(other_way, records).next.params == {**ROW_START, "VW": 2}
 
 
 def test_neighbours_invalid_for_the_dtype_are_skipped(records):
