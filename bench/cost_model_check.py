@@ -31,9 +31,15 @@ def main() -> None:
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         price = module.predicted_us
-    folder = Path(tempfile.mkdtemp(prefix="cost_check_"))
-    features = measured_features(folder, args.measured)
-    priced = priced_candidates(features, args.measured, price=price)
+    # the suite matrices written for the features are removed afterwards (the whole suite takes several GB)
+    with tempfile.TemporaryDirectory(prefix="cost_check_") as folder:
+        report(args.measured, args.cost_module, price, Path(folder))
+
+
+def report(measured: Path, cost_module: Path | None, price, folder: Path) -> None:
+    """The model against the measured candidates, the matrices written to `folder` for their features."""
+    features = measured_features(folder, measured)
+    priced = priced_candidates(features, measured, price=price)
     print(f"{'matrix':20s} {'kernel':22s} {'params':24s} {'predicted':>9s} {'measured':>9s} {'ratio':>6s}")
     for c, p in priced:
         params = ",".join(f"{k}={v}" for k, v in c["params"].items() if k in ("GROUP", "MAX_DIAGS", "ITEMS"))
@@ -48,14 +54,14 @@ def main() -> None:
               f"({chosen['us']:.1f} us), measured fastest {best['kernel']} {best['params'].get('GROUP', '')} "
               f"({best['us']:.1f} us): {chosen['us'] / best['us']:.2f}x")
 
-    if args.cost_module:  # the plan is this checkout's, whatever model was checked above
+    if cost_module:  # the plan is this checkout's, whatever model was checked above
         return
     print("\nthe offline plan's first candidate (fresh store) against the fastest measured:")
-    for name, kernel, start, us, best in first_candidates(folder, args.measured):
+    for name, kernel, start, us, best in first_candidates(folder, measured):
         params = ",".join(f"{k}={v}" for k, v in start.items() if k in ("GROUP", "MAX_DIAGS", "ITEMS"))
         print(f"{name:20s} {kernel:22s} {params:14s} "
               + (f"{us:7.1f} us, {us / best:.2f}x the fastest measured ({best:.1f})" if us else "not measured"))
-    for neutral, prices in ((False, priced), (True, priced_candidates(features, args.measured, price=neutral_price))):
+    for neutral, prices in ((False, priced), (True, priced_candidates(features, measured, price=neutral_price))):
         rows = cross_validated_picks(prices)
         within = sum(us <= 1.15 * best for _, _, us, best in rows)
         prices_with = "every efficiency at 1" if neutral else "the fitted efficiencies"

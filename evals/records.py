@@ -45,6 +45,8 @@ class SpecRecord(BaseModel):
     median_us: float | None = None
     floor_us: float | None = None
     bandwidth_fraction: float | None = None
+    # the share of the chosen format's own floor (its streamed arrays and the dense operands at copy bandwidth)
+    format_fraction: float | None = None
     # the family's counted FLOPs per second (dense-equivalent for 2:4) and their share of the device's peak for that
     # arithmetic: what a compute-bound spec is judged by, as the bandwidth floor is for a memory-bound one
     tflops: float | None = None
@@ -100,6 +102,7 @@ def measured_fields(result: dict[str, Any]) -> dict[str, Any]:
         fields["first_over_best"] = first.measurement.median_us / m.median_us
     if m is not None and fields["correctness"] == "correct":
         fields.update(median_us=m.median_us, floor_us=m.floor_us, bandwidth_fraction=m.bandwidth_fraction,
+                      format_fraction=m.format_fraction,
                       tflops=m.achieved_gflops / 1e3,
                       peak_fraction=m.achieved_gflops / m.peak_gflops if m.peak_gflops else None,
                       best_baseline=m.best_baseline, speedup_vs_best=m.speedup_vs_best, speedups=dict(m.speedups),

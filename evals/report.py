@@ -18,6 +18,12 @@ from sparseditto.evals.plots import fast_p_chart, speedup_chart, time_chart
 from sparseditto.evals.records import SpecRecord
 from sparseditto.evals.tables import Table, markdown_table, num, percent, times
 
+FLOOR_NOTE = (
+    "Of floor: the family's bytes that no layout avoids (for sparse operands: the values, the dense entries the "
+    "nonzeros can touch, and the output) at the device's copy bandwidth, over the time. Of its format's floor: the "
+    "same with the arrays the chosen kernel reads whole as its preparation laid them out (index bytes and padding "
+    "included) in place of the values."
+)
 FAST_P_NOTE = (
     "fast_p against a library: the share of specs whose kernel is correct and more than p times faster than the "
     "library's fastest correct configuration. The configuration fastest in the spec's first verification is timed "
@@ -58,13 +64,13 @@ def fast_p_table(s: SuiteSummary) -> Table:
 
 def spec_table(records: list[SpecRecord], libs: list[str]) -> Table:
     headers = ["spec", "tags", "status", "correctness", "best kernel", "us", *[f"vs {lib}" for lib in libs],
-               "of floor", "TFLOP/s (of peak)", "best at / iterations", "first's time / best's", "s to best / s", "tokens"]
+               "of floor", "of its format's floor", "TFLOP/s (of peak)", "best at / iterations", "first's time / best's", "s to best / s", "tokens"]
     rows = []
     for r in records:
         compute = f"{r.tflops:.1f} ({percent(r.peak_fraction)})" if r.tflops is not None else "-"
         rows.append([r.spec_id, " ".join(r.tags), r.status, r.correctness.replace("_", " "), r.candidate or "-",
                      num(r.median_us, "{:.1f}"), *[times(speedup(r, lib)) for lib in libs], percent(r.bandwidth_fraction),
-                     compute,
+                     percent(r.format_fraction), compute,
                      f"{r.best_iteration or '-'} / {r.iterations}", times(r.first_over_best),
                      f"{num(r.seconds_to_best, '{:.1f}')} / {r.seconds:.1f}", str(r.tokens.get("total", 0) or "-")])
     return Table(headers=headers, rows=rows)
@@ -90,7 +96,7 @@ def build_report(suite: str, records: list[SpecRecord]) -> Report:
         title=f"Evaluation of suite {suite}",
         facts=[f"Policy {', '.join(policies) or '-'}; iteration budget {', '.join(budgets) or '-'}; budget spent -> best kernel approved.",
                f"Device: {', '.join(devices)}. Report written {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} "
-               f"from {summary.specs} spec records (results.jsonl)."],
+               f"from {summary.specs} spec records (results.jsonl).", FLOOR_NOTE],
         warnings=warnings,
         sections=[("Summary", summary_table(summary)), ("fast_p and geometric-mean speedup", fast_p_table(summary)),
                   ("Per spec", spec_table(records, libs)),

@@ -54,6 +54,7 @@ class ReferenceKernel(BaseModel):
     constraints: tuple[str, ...] = ()
     kernels: tuple[KernelLaunch, ...]
     workspace: dict[str, Workspace] = {}
+    streams: tuple[str, ...] = ()
     tensor_maps: dict[str, TensorMap] = {}
     accumulate: AccumulateType = "fp32"
     preparation: str | None = None
@@ -92,6 +93,7 @@ class ReferenceKernel(BaseModel):
             tensor_maps=self.tensor_maps,
             accumulate=self.accumulate,
             preparation=self.preparation,
+            streams=self.streams,
             origin=origin,
             arch_specific=any(a.endswith("a") for a in self.archs),
         )

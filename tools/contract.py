@@ -145,6 +145,10 @@ class KernelCandidate(BaseModel):
     # the type the kernel accumulates in, promised for the per-element error bounds
     accumulate: AccumulateType = "fp32"
     preparation: str | None = None
+    # the arrays (argument names) each call reads whole, as the preparation laid them out; "name if condition" counts
+    # one only where the condition holds on the problem's symbols. With the dense operands they are the format's
+    # bandwidth floor (Measurement.format_floor_us); none declared, no such floor
+    streams: tuple[str, ...] = ()
     origin: str = "reference"
     # uses features of one architecture only (sm_90a: wgmma, setmaxnreg): compiled for the device's arch-specific
     # target, which runs on that compute capability and no other

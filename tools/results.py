@@ -116,6 +116,10 @@ class Measurement(BaseModel):
     best_baseline_us: float | None = None
     speedup_vs_best: float | None = None
     speedups: dict[str, float] = {}
+    # the chosen format's own floor: the arrays the kernel streams (its index bytes and padding included) and the
+    # dense operands at copy bandwidth, and its share of the time; None where the kernel declares no streams
+    format_floor_us: float | None = None
+    format_fraction: float | None = None
 
 
 class VerificationReport(BaseModel):

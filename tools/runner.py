@@ -26,7 +26,7 @@ import os
 import pickle
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
@@ -38,6 +38,7 @@ from sparseditto.tools.compiler import KernelResources
 from sparseditto.tools.contract import KernelCandidate, runner_symbols
 from sparseditto.tools.correctness import CheckedOutput, classify_failure, rel_error
 from sparseditto.tools.dtypes import DTYPES, poison_bits, to_float64
+from sparseditto.tools.expr import holds
 from sparseditto.tools.families import Problem, ProblemFamily, get_family
 from sparseditto.tools.families.structure_cache import reused_ms
 from sparseditto.tools.kernel_launch import bind_launches, workspace_arrays
@@ -566,6 +567,24 @@ def timing_floor(family: ProblemFamily, problem: Problem, info: dict[str, Any], 
     return TimingFloor(bytes_us, peak, max(bytes_us, flops / peak * 1e6), nbytes, flops)
 
 
+def format_bytes(candidate: KernelCandidate, family: ProblemFamily, problem: Problem,
+                 prepared: dict[str, np.ndarray], prepared_symbols: Mapping[str, int]) -> float | None:
+    """The bytes of the candidate's format: the arrays it declares it streams, as this instance's preparation laid
+    them out, and the family's dense operands. None where the kernel declares none or the family has no operands."""
+    operands = family.operand_bytes(problem.symbols, problem.dtype)
+    if not candidate.streams or operands is None:
+        return None
+    arrays, symbols = {**problem.inputs, **prepared}, {**problem.symbols, **prepared_symbols}
+    total = operands
+    for entry in candidate.streams:
+        name, _, condition = (part.strip() for part in entry.partition(" if "))
+        if name not in arrays:
+            raise LaunchRejected("invalid_launch", f"streams names {name!r}, not an input or prepared array")
+        if not condition or holds(condition, symbols):
+            total += arrays[name].nbytes
+    return total
+
+
 def benchmark(job: RunJob, family: ProblemFamily, module: Any, info: dict[str, Any]) -> tuple[Feedback, Measurement | None, list[BaselineTiming]]:
     flush = L2Flusher()
     copy_bw = shared(("copy_bandwidth",), lambda: device_copy_bandwidth(flush))
@@ -618,6 +637,8 @@ def benchmark(job: RunJob, family: ProblemFamily, module: Any, info: dict[str, A
                                          lambda: _time_baselines(job, problem, sets[0], flush))
     floor = timing_floor(family, problem, info, copy_bw)
     peak, floor_us = floor.peak, floor.floor_us
+    own_bytes = format_bytes(job.candidate, family, problem, prepared, preparation[1])
+    format_floor_us = own_bytes / copy_bw * 1e6 if own_bytes is not None else None
     best, per_library = reference_baselines(baselines)
     measurement = Measurement(
         median_us=timing.median_us, p10_us=timing.p10_us, p90_us=timing.p90_us, runs=timing.runs,
@@ -628,6 +649,8 @@ def benchmark(job: RunJob, family: ProblemFamily, module: Any, info: dict[str, A
         best_baseline=best.name if best else None, best_baseline_us=best.median_us if best else None,
         speedup_vs_best=best.median_us / timing.median_us if best else None,
         speedups={lib: b.median_us / timing.median_us for lib, b in per_library.items()},
+        format_floor_us=format_floor_us,
+        format_fraction=format_floor_us / timing.median_us if format_floor_us is not None else None,
     )
     suspect = timing.median_us < 0.9 * floor_us
     fb = Feedback(

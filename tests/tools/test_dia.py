@@ -92,12 +92,14 @@ def emulate(problem: Problem, arrays, symbols, params) -> np.ndarray:
     vals = arrays["dia_vals"].view(logical).astype(np.float32)
     acc = np.zeros(M, np.float32)
     r = np.arange(M)
+    nd = nd if K > 0 else 0
     for k in range(nd):
         present = ((mask[(k // bits) * M + r].astype(np.uint32) >> np.uint32(k % bits)) & 1).astype(bool)
         col = r + int(arrays["dia_offsets"][k])
+        # every row loads its value and x (at the column clamped into [0, K)), present or not: both in bounds
+        loaded_v, loaded_x = vals[k * M + r], x[np.clip(col, 0, K - 1)]
         present &= (col >= 0) & (col < K)
-        i = r[present]
-        acc[i] += vals[k * M + i] * x[col[present]]  # only present entries: never 0 * x
+        acc[present] += loaded_v[present] * loaded_x[present]  # only present entries: never 0 * x
     if symbols["rest_nnz"] == 0:  # the kernel reads no row pointer then
         return acc
     rp, ci = arrays["rowptr_rest"], arrays["colind_rest"]

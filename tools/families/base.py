@@ -152,6 +152,11 @@ class ProblemFamily(ABC):
         """The bytes no kernel can avoid moving, whatever layout its preparation makes: the timing floor's count."""
         return self.min_bytes(symbols, dtype)
 
+    def operand_bytes(self, symbols: Mapping[str, int], dtype: str) -> float | None:
+        """The dense operands' bytes every layout of the sparse one moves (added to a kernel's streams for its
+        format's floor); None: the family has no separate sparse operand."""
+        return None
+
     @abstractmethod
     def tiny_shape(self, spec: "SpecBase") -> dict[str, int]:
         """A small instance that launch checks and contract descriptions are made on."""

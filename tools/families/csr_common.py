@@ -205,8 +205,12 @@ class CsrFamily(ProblemFamily):
         """Every value, the rows of the dense operand the nonzeros can touch (at most one per nonzero) and the output.
         The structure is left out: a preparation may make it implicit (diagonals of a stencil) or list only the
         nonempty rows, and such a kernel honestly moves less than the CSR arrays."""
-        s, size = symbols, dtype_info(dtype).bytes
-        return (s["nnz"] + (min(s["K"], s["nnz"]) + s["M"]) * s["N"]) * size
+        return symbols["nnz"] * dtype_info(dtype).bytes + self.operand_bytes(symbols, dtype)
+
+    def operand_bytes(self, symbols: Mapping[str, int], dtype: str) -> float:
+        """The rows of the dense operand the nonzeros can touch (at most one per nonzero) and the output."""
+        s = symbols
+        return (min(s["K"], s["nnz"]) + s["M"]) * s["N"] * dtype_info(dtype).bytes
 
     def tiny_shape(self, spec: SpecBase) -> dict[str, int]:
         return {"M": 64, "K": 64, "N": min(self.dense_columns(spec), 8)}

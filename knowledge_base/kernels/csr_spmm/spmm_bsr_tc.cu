@@ -23,6 +23,7 @@ summary: >
   FEM rows of about 24 nonzeros, though within 0.1 of it on rows of 24 x 24 blocks; and single-term
   elements in the normal range reach 0.8 of it (tests/tools/test_bsr.py). Not yet run on a GPU.
 preparation: bsr_blocks
+streams: [bsr_ptr, bsr_col, bsr_vals]
 parameters:
   BR: [8, 16, 24, 32]
   BC: [8, 16, 24, 32]

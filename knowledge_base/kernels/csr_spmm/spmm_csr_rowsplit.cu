@@ -19,6 +19,7 @@ measured:  # H200 (sm_90), offline pipeline runs; median of 30 with L2 flushed
      best_baseline_us: 16.5, speedup: 0.89, source: evals/results/core_pipeline_h200.md}
   - {spec: spmm_fp16_5pct, gpu: NVIDIA H200, params: {UNROLL: 4, VW: 8, WARPS: 4}, median_us: 61.2, best_baseline: cublas_dense_gemm_torch,
      best_baseline_us: 21.5, speedup: 0.35, source: evals/results/core_pipeline_h200.md}
+streams: [rowptr, colind, values]
 parameters:
   VW: [1, 2, 4, 8]
   WARPS: [2, 4, 8, 16]

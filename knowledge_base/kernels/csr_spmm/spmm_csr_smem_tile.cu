@@ -17,6 +17,7 @@ summary: >
   evals/results/explore_session3_h200.json, call 3): 1.2-2.1x slower than spmm_csr_rowsplit (best LPR=8
   WARPS=32 RPG=1 KC=512 UNROLL=4: 44.1 / 92.2 us fp32 1% / 5%, 37.9 / 72.0 us fp16), bound by the latency
   of the per-row peeks and the synchronous chunk copies.
+streams: [rowptr, colind, values]
 parameters:
   LPR: [4, 8, 16, 32]
   WARPS: [4, 8, 16, 32]

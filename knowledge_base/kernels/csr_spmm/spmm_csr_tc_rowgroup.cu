@@ -21,6 +21,7 @@ summary: >
   cuBLAS; uniform 1% / 5% 21.1 / 65.4 us, slower than row split (18.7 / 61.3). Held-out shapes and the
   sanitizer were run at WK=1 only. B must be finite (a zero weight times Inf is NaN, as in dense GEMM).
 preparation: row_group_union
+streams: [rowptr, values, nnz_tile_pos, group_cols, group_ptr]
 parameters:
   MT: [4, 8, 16]
   WN: [1, 2, 4, 8]

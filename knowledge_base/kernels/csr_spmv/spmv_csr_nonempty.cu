@@ -16,6 +16,7 @@ summary: >
   them in a shared bitmap from the sorted list, and stores 0 to the others with coalesced writes. Every y is
   written once, by one thread: no race between the walk and the fill, whichever runs first.
 preparation: nonempty_rows
+streams: [colind, values, walk_row, walk_start, walk_end, fill_rows, fill_first]
 parameters:
   GROUP: [1, 2, 4, 8, 16]
   UNROLL: [1, 2, 4]

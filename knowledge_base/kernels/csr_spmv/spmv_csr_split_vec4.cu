@@ -19,6 +19,7 @@ preparation: long_row_chunk_ptr
 measured:  # H200 (sm_90), offline pipeline runs; median of 30 with L2 flushed
   - {spec: spmv_fp32_powerlaw, gpu: NVIDIA H200, params: {BLOCK: 256, CHUNK: 4096, GROUP: 4, HINT: 1, LONG_ROW: 64, UNROLL: 2}, median_us: 141.1, best_baseline: cusparse_spmv_default_pre,
      best_baseline_us: 131.9, speedup: 0.93, source: evals/results/core_pipeline_h200_powerlaw_rerun.md}
+streams: [rowptr, colind, values, chunk_long_index, chunk_start, long_rows, long_chunk_ptr, multi_rows]
 parameters:
   GROUP: [1, 2, 4, 8, 16]
   UNROLL: [1, 2, 4]

@@ -18,6 +18,7 @@ summary: >
   columns by the same lanes, so any matrix is exact and one launch does all rows; only the narrow rows save
   bytes. Rows of similar length, like spmv_csr_vec4: one very long row holds up its warp.
 preparation: csr_u16
+streams: [rowptr, col16, values, row_base]  # a wide row's int32 columns left out: a floor
 parameters:
   GROUP: [1, 2, 4, 8, 16, 32]
   UNROLL: [1, 2, 4]

@@ -18,6 +18,7 @@ measured:  # H200 (sm_90), offline pipeline runs; median of 30 with L2 flushed
      best_baseline_us: 131.4, speedup: 1.04, source: evals/results/core_pipeline_h200.md}
   - {spec: spmv_fp32_powerlaw, gpu: NVIDIA H200, params: {BLOCK: 256, GROUP: 8, HINT: 1, UNROLL: 2, XL: 0}, median_us: 663.8, best_baseline: cusparse_spmv_default_pre,
      best_baseline_us: 133.0, speedup: 0.2, source: evals/results/core_pipeline_h200.md}
+streams: [rowptr, colind, values]
 parameters:
   GROUP: [1, 2, 4, 8, 16, 32]
   UNROLL: [1, 2, 4]

@@ -20,6 +20,7 @@ summary: >
   its launch and its reads of the preparation's arrays overlap the tiles' tail, and it waits for them
   (griddepcontrol.wait) before it reads their carries.
 preparation: merge_path
+streams: [rowptr, colind, values, tile_row, tile_nz, fix_tile, fix_first]
 parameters:  # in the order the search steps them: ITEMS moved times by 9-24%, BLOCK by at most 3% (sessions 11-17)
   ITEMS: [4, 8, 16]
   BLOCK: [128, 256, 512]

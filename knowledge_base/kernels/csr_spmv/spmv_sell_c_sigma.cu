@@ -15,6 +15,7 @@ summary: >
   or multiplied). Best for short, moderately varying rows; very long rows serialise on one thread.
   Needs the preparation `sell_c_sigma` (its padded copy of the matrix is built once).
 preparation: sell_c_sigma
+streams: [sell_cols, sell_vals, slice_ptr, slice_len, row_perm, row_len]
 parameters:
   C: [8, 16, 32]
   SIGMA: [256, 1024, 4096, 16384]
