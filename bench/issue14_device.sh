@@ -6,7 +6,8 @@
 # spmv: a subset of the matrix suite (evals/matrix_suite.py) written on the device, then `sparseditto eval --matrices`
 #   SpMV fp32 at budget 3 (results.jsonl is appended per spec, so a cut-off run keeps what finished), with each
 #   iteration's seconds (bench/iteration_seconds.py).
-# spmm: the same for SpMM fp16 and fp32 at N=32 on the matrices with dense blocks or shared columns.
+# spmm: the same for SpMM in DTYPES (default fp16,fp32) at NS (default 32,128) on the matrices named by NAMES
+#   (default: four with dense blocks or shared columns); four specs per matrix at the defaults.
 # check: the Hopper 2:4 kernel's GPU test alone (a hang must not cost the rest), its variants beside every baseline
 #   at 4096^3 fp16 and 8192^3 bf16 (bench/explore_kernels.py), then the GPU tests named by TESTS (verbose, so that a
 #   run cut off by its limit still says which passed).
@@ -121,8 +122,8 @@ case $what in
       names=${NAMES:-stencil2d_5pt_20m,stencil3d_7pt_10m,fem3d_b4_8m,powerlaw_dir_15m,road_perm_8m,circuit_5m,band_narrow_10m,lp_wide_6m,web_3m,empty70_10m,small_l2_500k,blockdiag_8_32_10m}
       args="--ops spmv --dtypes fp32"
     else
-      names=fem3d_b4_8m,blockdiag_8_32_10m,stencil2d_5pt_1m,band_narrow_10m
-      args="--ops spmm --n 32 --dtypes fp16,fp32"
+      names=${NAMES:-fem3d_b4_8m,blockdiag_8_32_10m,stencil2d_5pt_1m,band_narrow_10m}
+      args="--ops spmm --n ${NS:-32,128} --dtypes ${DTYPES:-fp16,fp32}"
     fi
     # a folder per set of names: the eval takes every matrix in its folder (session 15 ran two more that an earlier
     # mode of the same call had written)

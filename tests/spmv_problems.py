@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from sparseditto.spec import Spec, parse_spec
 from sparseditto.tools.dtypes import to_storage
 from sparseditto.tools.families.base import Output, Problem
 
@@ -23,3 +24,10 @@ def problem_of(mat: sp.spmatrix, dtype: str = "fp32", seed: int = 0, sort: bool 
                            "x": to_storage(rng.uniform(-1, 1, K), dtype)},
                    input_dtypes={"rowptr": "int32", "colind": "int32", "values": dtype, "x": dtype},
                    outputs={"y": Output((M,), dtype, 1e-5)})
+
+
+def matrix_spec(folder, mat: sp.spmatrix, name: str) -> Spec:
+    """An SpMV spec of `mat` saved as `folder`/`name`.npz (a matrix file, as a user brings it)."""
+    path = folder / f"{name}.npz"
+    sp.save_npz(path, sp.csr_matrix(mat))
+    return parse_spec({"name": name, "operation": "spmv", "pattern": {"kind": "matrix_file", "path": str(path)}})

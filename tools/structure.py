@@ -20,7 +20,7 @@ import scipy.sparse as sp
 
 BAND_ROWS = 32  # rows per sampled band: whole blocks of every size up to 32
 SAMPLE_BANDS = 1 << 11  # bands read when the matrix has more (65,536 rows)
-BLOCK_SIZES = (4, 8, 16, 32)
+BLOCK_SIZES = (2, 3, 4, 6, 8, 16, 32)
 H200_L2_BYTES = 60 * 1024 * 1024  # as the H200 reports it (l2_bytes in evals/results/floors_h200.json)
 WARP_LANES = 32
 WALK_GROUPS = (1, 2, 4, 8, 16, 32)  # lanes per row of the row-walking kernels (their GROUP values)

@@ -12,7 +12,7 @@ from sparseditto.tools.expr import holds
 from sparseditto.tools.families import get_family
 from sparseditto.tools.launch_check import LaunchRejected
 from sparseditto.tools.runner import format_bytes, prepare
-from tests.spmv_problems import problem_of
+from spmv_problems import problem_of
 
 SPMV = get_family("csr_spmv")
 

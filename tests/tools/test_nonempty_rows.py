@@ -17,7 +17,7 @@ from sparseditto.tools.families.csr_spmv.nonempty import FILL_ROWS_PER_THREAD, n
 from sparseditto.tools.generators import generate
 
 from compile_checks import verify_compile_only
-from spmv_problems import problem_of
+from spmv_problems import matrix_spec, problem_of
 
 
 def runs_of_empty_rows(M: int, K: int, empty: float, seed: int) -> sp.csr_matrix:
@@ -170,22 +170,17 @@ def test_kernel_compiles_without_spills_and_passes_the_compile_only_verifier(dty
         verify_compile_only(kernel.instantiate(params), _spec(dtype), ("spmv_nonempty",))
 
 
-def _matrix_spec(tmp_path, mat: sp.csr_matrix, name: str):
-    path = tmp_path / f"{name}.npz"
-    sp.save_npz(path, sp.csr_matrix(mat))
-    return parse_spec({"name": name, "operation": "spmv", "pattern": {"kind": "matrix_file", "path": str(path)}})
-
 
 def test_the_planner_offers_it_first_on_a_mostly_empty_matrix_and_not_on_a_full_one(tmp_path):
     """On a matrix of 200,000 rows of which 95% are empty, every row-per-group walk is priced at its warps over all
     rows (the session-16 measurements), which the nonempty-rows walk does not start."""
     family = get_family("csr_spmv")
-    empty = _matrix_spec(tmp_path, runs_of_empty_rows(200_000, 50_000, 0.95, 4), "empty")
+    empty = matrix_spec(tmp_path, runs_of_empty_rows(200_000, 50_000, 0.95, 4), "empty")
     ranked = family.strategies(empty, family.features(empty))
     assert ranked[0].kernel == "spmv_csr_nonempty"
     vec4 = next(s for s in ranked if s.kernel == "spmv_csr_vec4")
     assert vec4.predicted_us > 1.5 * ranked[0].predicted_us
-    full = _matrix_spec(tmp_path, runs_of_empty_rows(20_000, 5_000, 0.0, 5)[3:-2], "full")
+    full = matrix_spec(tmp_path, runs_of_empty_rows(20_000, 5_000, 0.0, 5)[3:-2], "full")
     assert "spmv_csr_nonempty" not in {s.kernel for s in family.strategies(full, family.features(full))}
 
 
@@ -210,7 +205,7 @@ def test_it_is_correct_and_clean_on_a_mostly_empty_matrix_on_the_gpu(tmp_path):
     from sparseditto.tools.verifier import GpuVerifier
 
     arch = (detect().gpu or {}).get("arch", "sm_90")
-    spec = _matrix_spec(tmp_path, with_long_rows(runs_of_empty_rows(200_000, 50_000, 0.95, 6), [5, 70_000, 199_000],
+    spec = matrix_spec(tmp_path, with_long_rows(runs_of_empty_rows(200_000, 50_000, 0.95, 6), [5, 70_000, 199_000],
                                                  3000, 7), "mostly_empty")
     candidate = get_kernel("spmv_csr_nonempty").instantiate({"BLOCK": 256, "GROUP": 2, "UNROLL": 2, "LONG_ROW": 64,
                                                              "HINT": 1})

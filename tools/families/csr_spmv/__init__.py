@@ -11,7 +11,8 @@ from pydantic import Field, model_validator
 from sparseditto.tools.families.base import StrategyStart
 from sparseditto.tools.families.csr_common import KERNELS_ROOT, CsrFamily, CsrSpecFields
 from sparseditto.tools.dtypes import dtype as dtype_info
-from sparseditto.tools.families.csr_spmv.cost import dia_layout, predicted_us
+from sparseditto.tools.families.csr_spmv.bsr import bsr_masked
+from sparseditto.tools.families.csr_spmv.cost import BSR_BLOCKS, bsr_layout, dia_layout, predicted_us
 from sparseditto.tools.families.csr_spmv.diagonal import diagonals
 from sparseditto.tools.families.csr_spmv.merge_path import merge_path
 from sparseditto.tools.families.csr_spmv.nonempty import nonempty_rows
@@ -37,6 +38,9 @@ class CsrSpmvSpec(CsrSpecFields):
 # its lists (16 bytes per nonempty row) cost more than the row pointers it skips (4 bytes per empty row), and the
 # cost model would still let it take a contender's iteration
 MANY_EMPTY_ROWS = 0.25
+# the least block fill (nonzeros over stored elements) at which BSR is offered: below it a block stores more zeros
+# than a CSR nonzero's column index costs (a guess from the bytes, not measured)
+DENSE_BLOCKS = 0.5
 
 
 class CsrSpmv(CsrFamily):
@@ -46,7 +50,7 @@ class CsrSpmv(CsrFamily):
     kernels_dir = KERNELS_ROOT / "csr_spmv"
     preparations = {"long_row_chunk_ptr": long_row_chunk_ptr, "sell_c_sigma": sell_c_sigma,
                     "diagonals": diagonals, "merge_path": merge_path, "csr_u16": csr_u16,
-                    "nonempty_rows": nonempty_rows}
+                    "nonempty_rows": nonempty_rows, "bsr_masked": bsr_masked}
     target_speedup = 1.5
     cost_model = "row walks as warp steps, efficiencies and lone lanes fitted on 12 matrices (session 11)"
     example_spec = {"name": "small_spmv", "operation": "spmv", "pattern": {"distribution": "uniform", "nnz_per_row": 16},
@@ -104,6 +108,13 @@ class CsrSpmv(CsrFamily):
                                         f"the nonempty rows only ({1 - f['empty_rows']:.0%} of them), {nonempty_group} "
                                         f"lanes per row, a warp per row over {nonempty['LONG_ROW']}; the empty ones "
                                         "zero-filled with coalesced stores"))
+        bsr = {"UNROLL": 2, "BLOCK": 256}
+        block = min(BSR_BLOCKS, key=lambda b: self.predicted_us(spec, f, "spmv_bsr", {"B": b, **bsr}))
+        blocks, fill = bsr_layout(f, block)
+        if fill >= DENSE_BLOCKS:
+            starts.append(StrategyStart("spmv_bsr", {"B": block, **bsr},
+                                        f"{block} x {block} dense blocks ({fill:.0%} full): one column index per block "
+                                        f"({blocks:.3g} blocks), the absent entries masked"))
         if f["row_max"] <= SHORT_ROW:  # nothing to split: the same walk as spmv_csr_vec4, priced the same, would
             starts = [s for s in starts if s.kernel != "spmv_csr_split_vec4"]  # take a contender's place
         ranked = [replace(s, predicted_us=self.predicted_us(spec, f, s.kernel, s.start)) for s in starts]

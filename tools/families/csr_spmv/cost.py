@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from sparseditto.tools.families.csr_spmv.bsr import mask_bits
 from sparseditto.tools.families.csr_spmv.nonempty import FILL_ROWS_PER_THREAD
 from sparseditto.tools.structure import H200_L2_BYTES, SHORT_ROW, WARP_LANES
 
@@ -46,7 +47,10 @@ EFFICIENCY = {
     # as vec4 (the same walk over the nonempty rows); its first form ran latency-bound at 0.82-0.89 TB/s on
     # hypersparse_1m (session 16), the present one is not measured
     "spmv_csr_nonempty": 0.60,
+    "spmv_bsr": 0.60,  # a guess, as u16 (a walk of similar loads); not measured
 }
+# the block sizes spmv_bsr offers (a 64-bit mask per block at most), each with its fill among the features
+BSR_BLOCKS = (2, 3, 4, 6, 8)
 
 
 # lanes that walk a row alone (GROUP 1) read 16-byte pieces of 32 different rows per load: both CSR walks measured
@@ -99,6 +103,12 @@ def dia_layout(f: Mapping[str, float], max_diags: int) -> tuple[float, float]:
         w = 0.0 if hi[0] == lo[0] else (math.log(stored) - math.log(lo[0])) / (math.log(hi[0]) - math.log(lo[0]))
         share = lo[1] + w * (hi[1] - lo[1])
     return stored, min(1.0, share)
+
+
+def bsr_layout(f: Mapping[str, float], block: int) -> tuple[float, float]:
+    """(blocks stored, their fill: nonzeros over stored elements) of the B x B blocking, from the sampled fill."""
+    fill = max(f.get(f"block_fill_{block}", 0.0), 1e-6)
+    return f["nnz"] / (fill * block * block), fill
 
 
 def predicted_us(kernel: str, start: Mapping[str, int], f: Mapping[str, float], value_bytes: int,
@@ -161,6 +171,17 @@ def predicted_us(kernel: str, start: Mapping[str, int], f: Mapping[str, float], 
                  + rest * (4 + value_bytes) + 4 * (f["rows"] + 1) + f["cols"] * value_bytes + f["rows"] * value_bytes)
         tail = (row_max * (1.0 - share)) * STEP_US / 2
         gathers *= 1.0 - share  # x along a diagonal is read at consecutive addresses
+    elif kernel == "spmv_bsr":
+        B = start["B"]
+        blocks, _ = bsr_layout(f, B)
+        block_rows = math.ceil(f["rows"] / B)
+        # each stored block's values, column and mask word; the block row pointers, x and y
+        moved = (blocks * (B * B * value_bytes + 4 + mask_bits(B) / 8) + 4 * (block_rows + 1) + x_bytes(f, value_bytes)
+                 + f["rows"] * value_bytes)
+        gathers = blocks  # x is read B entries at a time, once per block
+        per_step = (WARP_LANES // B) * start["UNROLL"]  # blocks a warp loads at once
+        walk = max(blocks / per_step / WALK_STEPS_PER_US, block_rows / WARPS_PER_US)
+        tail = math.ceil(row_max / B / per_step) * STEP_US  # the longest block row's warp
     elif kernel == "spmv_csr_u16":
         # 16-bit offsets where a row's columns span less than 64K (its base is its first column); the band's
         # half-width bounds the span, else every nonzero is assumed to fall back to its 32-bit index
