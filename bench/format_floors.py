@@ -29,8 +29,9 @@ def main(results: Path, matrices: Path) -> None:
     for r in load_records(results):
         if not r.correct or not r.candidate or r.median_us is None:
             continue
-        matrix, operation, dtype = r.spec_id.rsplit("-", 2)
-        spec = parse_spec({"name": r.spec_id, "operation": operation, "dtype": dtype,
+        # the eval's spec names: MATRIX-spmv-DTYPE, MATRIX-spmm-DTYPE-nN
+        matrix, operation, dtype, n = re.fullmatch(r"(.+)-(spmv|spmm)-([a-z0-9]+)(?:-n(\d+))?", r.spec_id).groups()
+        spec = parse_spec({"name": r.spec_id, "operation": operation, "dtype": dtype, **({"N": int(n)} if n else {}),
                            "pattern": {"kind": "matrix_file", "path": str(matrices / f"{matrix}.npz")}})
         family = get_family(spec.family)
         problem = family.make_problem(spec, seed=0)

@@ -18,9 +18,10 @@ from sparseditto.evals.records import load_records  # noqa: E402
 def main(results: Path, png: Path, library: str = "cusparse") -> None:
     rows = []
     for r in load_records(results):
-        name = r.spec_id.rsplit("-", 2)[0]
+        name = r.spec_id.split("-spm")[0]  # MATRIX-spmv-DTYPE, MATRIX-spmm-DTYPE-nN
         if library in r.speedups:
-            rows.append((SUITE_BY_NAME[name].cls, r.speedups[library], name))
+            suite = SUITE_BY_NAME.get(name)
+            rows.append((suite.cls if suite else "not in the suite", r.speedups[library], r.spec_id))
     rows.sort()
     classes = sorted({c for c, _, _ in rows})
     colours = {c: plt.get_cmap("tab20")(k % 20) for k, c in enumerate(classes)}
