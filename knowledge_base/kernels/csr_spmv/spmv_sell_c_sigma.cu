@@ -32,7 +32,7 @@ kernels:
 // Mapping: thread t serves sorted row r = t (slice s = r / C, lane r % C). Element j of the row lies at
 // slice_ptr[s] + j * C + lane, so a slice's C threads read consecutive addresses at every step. The row's
 // length is clamped to its slice's padded length and to the stored array; columns outside [0, K) are
-// skipped. Every thread with r < M writes y[row_perm[r]] (0 for an empty row), so every y is written once.
+// skipped. The row is walked four elements a step, all four loaded (masked by the length) before the products. Every thread with r < M writes y[row_perm[r]] (0 for an empty row), so every y is written once.
 extern "C" __global__ void __launch_bounds__(BLOCK)
 spmv_sell_c_sigma(const int* __restrict__ sell_cols, const value_t* __restrict__ sell_vals,
                   const int* __restrict__ slice_ptr, const int* __restrict__ slice_len,
@@ -49,24 +49,22 @@ spmv_sell_c_sigma(const int* __restrict__ sell_cols, const value_t* __restrict__
     if (base >= sell_nnz) len = 0;
     else len = (int)min((long long)len, ((long long)sell_nnz - base + C - 1) / C);
 
-    float acc0 = 0.0f, acc1 = 0.0f;
-    int j = 0;
-    // two independent chains, each with two gathers in flight per step
-    for (; j + 1 < len; j += 2) {
-        const long long i0 = base + (long long)j * C;
-        const long long i1 = i0 + C;
-        const int c0 = __ldg(sell_cols + i0);
-        const int c1 = __ldg(sell_cols + i1);
-        const float v0 = sd_to_f32(__ldg(sell_vals + i0));
-        const float v1 = sd_to_f32(__ldg(sell_vals + i1));
-        if ((unsigned)c0 < (unsigned)K) acc0 = fmaf(v0, sd_to_f32(__ldg(x + c0)), acc0);
-        if ((unsigned)c1 < (unsigned)K) acc1 = fmaf(v1, sd_to_f32(__ldg(x + c1)), acc1);
-    }
-    if (j < len) {
-        const long long i0 = base + (long long)j * C;
-        const int c0 = __ldg(sell_cols + i0);
-        if ((unsigned)c0 < (unsigned)K) acc0 = fmaf(sd_to_f32(__ldg(sell_vals + i0)), sd_to_f32(__ldg(x + c0)), acc0);
+    float acc[2] = {0.0f, 0.0f};
+    // four elements a step, every load of the step issued before any product (a row of 1-4 elements costs one
+    // round trip for its columns and values and one for x); even elements add into acc[0], odd ones into acc[1]
+    for (int j = 0; j < len; j += 4) {
+        int c[4];
+        float v[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            const long long i = base + (long long)(j + u) * C;
+            c[u] = j + u < len ? __ldg(sell_cols + i) : -1;
+            v[u] = j + u < len ? sd_to_f32(__ldg(sell_vals + i)) : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+            if ((unsigned)c[u] < (unsigned)K) acc[u & 1] = fmaf(v[u], sd_to_f32(__ldg(x + c[u])), acc[u & 1]);
     }
     const int row = __ldg(row_perm + r);
-    if ((unsigned)row < (unsigned)M) y[row] = sd_from_f32(acc0 + acc1);
+    if ((unsigned)row < (unsigned)M) y[row] = sd_from_f32(acc[0] + acc[1]);
 }
