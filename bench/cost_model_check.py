@@ -42,7 +42,7 @@ def report(measured: Path, cost_module: Path | None, price, folder: Path) -> Non
     priced = priced_candidates(features, measured, price=price)
     print(f"{'matrix':20s} {'kernel':22s} {'params':24s} {'predicted':>9s} {'measured':>9s} {'ratio':>6s}")
     for c, p in priced:
-        params = ",".join(f"{k}={v}" for k, v in c["params"].items() if k in ("GROUP", "MAX_DIAGS", "ITEMS"))
+        params = ",".join(f"{k}={v}" for k, v in c["params"].items() if k in ("GROUP", "MAX_DIAGS", "ITEMS", "B"))
         print(f"{c['matrix']:20s} {c['kernel']:22s} {params:24s} {p:9.1f} {c['us']:9.1f} {c['us'] / p:6.2f}")
     ratios = [c["us"] / p for c, p in priced]
     print(f"\nmeasured / predicted: geometric mean {math.exp(sum(map(math.log, ratios)) / len(ratios)):.2f}, "
@@ -58,7 +58,7 @@ def report(measured: Path, cost_module: Path | None, price, folder: Path) -> Non
         return
     print("\nthe offline plan's first candidate (fresh store) against the fastest measured:")
     for name, kernel, start, us, best in first_candidates(folder, measured):
-        params = ",".join(f"{k}={v}" for k, v in start.items() if k in ("GROUP", "MAX_DIAGS", "ITEMS"))
+        params = ",".join(f"{k}={v}" for k, v in start.items() if k in ("GROUP", "MAX_DIAGS", "ITEMS", "B"))
         print(f"{name:20s} {kernel:22s} {params:14s} "
               + (f"{us:7.1f} us, {us / best:.2f}x the fastest measured ({best:.1f})" if us else "not measured"))
     for neutral, prices in ((False, priced), (True, priced_candidates(features, measured, price=neutral_price))):

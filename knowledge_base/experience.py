@@ -289,6 +289,11 @@ def record_accepted(store: ExperienceStore, spec: Spec, iteration: dict[str, Any
                         checks={f["stage"]: f["status"] for f in report["feedback"]})
 
 
+def _gpu_name(gpu_iterations: list[dict[str, Any]]) -> str | None:
+    """The GPU the run's iterations were measured on (None when none reached a device)."""
+    return next((it["report"]["device"].get("name") for it in gpu_iterations if it["report"].get("device")), None)
+
+
 def record_steps(store: ExperienceStore, spec: Spec, iterations: list[dict[str, Any]], run_id: str) -> int:
     """Every pair of correct GPU candidates of the run with the same kernel and one parameter apart (the same matrix
     and inputs, so their ratio is the step's worth there). Returns how many were recorded."""
@@ -303,7 +308,7 @@ def record_steps(store: ExperienceStore, spec: Spec, iterations: list[dict[str, 
             if other_kernel == kernel and len(differ) == 1 and differ[0] in a and differ[0] in b:
                 ratio = measured[(other_kernel, other_params)] / measured[(kernel, params)]
                 rows.append((kernel, differ[0], a[differ[0]], b[differ[0]], ratio))
-    gpu = next((it["report"]["device"].get("name") for it in gpu_iterations if it["report"].get("device")), None)
+    gpu = _gpu_name(gpu_iterations)
     if not rows or not gpu:
         return 0
     store.record_steps(spec.family, spec.dtype, gpu, rows, run_id)
@@ -314,11 +319,11 @@ def record_measured(store: ExperienceStore, spec: Spec, plan: dict[str, Any], it
                     run_id: str) -> int:
     """Calibrate the cost model: every correct GPU iteration that ran a strategy's start with a prediction.
     Returns how many were recorded."""
-    measured = measured_times([it for it in iterations if it.get("backend") == "gpu"])
+    gpu_iterations = [it for it in iterations if it.get("backend") == "gpu"]
+    measured = measured_times(gpu_iterations)
     rows = [(s["kernel"], s["predicted_us"], measured[key]) for s in plan.get("strategies", [])
             if s.get("predicted_us") and (key := Choice(kernel=s["kernel"], params=s["start"]).key()) in measured]
-    gpu = next((it["report"]["device"].get("name") for it in iterations
-                if it.get("backend") == "gpu" and it["report"].get("device")), None)
+    gpu = _gpu_name(gpu_iterations)
     if not rows or not gpu:
         return 0
     store.record_measured(spec.family, spec.dtype, gpu, rows, run_id)

@@ -26,8 +26,9 @@ def problem_of(mat: sp.spmatrix, dtype: str = "fp32", seed: int = 0, sort: bool 
                    outputs={"y": Output((M,), dtype, 1e-5)})
 
 
-def matrix_spec(folder, mat: sp.spmatrix, name: str) -> Spec:
+def matrix_spec(folder, mat: sp.spmatrix, name: str, dtype: str = "fp32") -> Spec:
     """An SpMV spec of `mat` saved as `folder`/`name`.npz (a matrix file, as a user brings it)."""
     path = folder / f"{name}.npz"
     sp.save_npz(path, sp.csr_matrix(mat))
-    return parse_spec({"name": name, "operation": "spmv", "pattern": {"kind": "matrix_file", "path": str(path)}})
+    return parse_spec({"name": name, "operation": "spmv", "dtype": dtype,
+                       "pattern": {"kind": "matrix_file", "path": str(path)}})

@@ -14,6 +14,8 @@ from sparseditto.spec import parse_spec
 from sparseditto.tools import generators
 from sparseditto.tools.results import Feedback, Measurement, VerificationReport
 
+from spmv_problems import matrix_spec
+
 GPU = {"name": "NVIDIA H200", "arch": "sm_90"}
 
 
@@ -26,12 +28,6 @@ def report(correct: bool, median_us: float | None, backend: str = "gpu") -> dict
     return VerificationReport(candidate="k", backend=backend, device=GPU if backend == "gpu" else {}, compiled=True,
                               feedback=[Feedback(stage="correctness", status=status)],
                               measurement=measurement).model_dump(mode="json")
-
-
-def matrix_spec(tmp_path, matrix: sp.csr_matrix, dtype: str = "fp32"):
-    path = tmp_path / "m.npz"
-    sp.save_npz(path, matrix.tocsr())
-    return parse_spec({"operation": "spmv", "dtype": dtype, "pattern": {"kind": "matrix_file", "path": str(path)}})
 
 
 def kernels(plan) -> list[str]:
@@ -51,7 +47,7 @@ def test_a_stencil_prices_diagonal_storage_within_the_contenders_reach(tmp_path)
     its own class, it is not yet measured: the planner prices it within the contenders' reach of CSR."""
     from sparseditto.agents.reviewer import CONTENDER_FACTOR
 
-    plan = offline_plan(matrix_spec(tmp_path, generators.stencil_2d(np.random.default_rng(0), 400_000)))
+    plan = offline_plan(matrix_spec(tmp_path, generators.stencil_2d(np.random.default_rng(0), 400_000), "m"))
     assert plan.features["diag_share_top8"] == pytest.approx(1.0)
     dia = next(s for s in plan.strategies if s.kernel == "spmv_dia")
     assert dia.calibrated_us <= CONTENDER_FACTOR * plan.strategies[0].calibrated_us
@@ -59,7 +55,7 @@ def test_a_stencil_prices_diagonal_storage_within_the_contenders_reach(tmp_path)
 
 
 def test_rows_of_thousands_keep_one_thread_per_row_kernels_last(tmp_path):
-    plan = offline_plan(matrix_spec(tmp_path, generators.circuit(np.random.default_rng(1), 20000)))
+    plan = offline_plan(matrix_spec(tmp_path, generators.circuit(np.random.default_rng(1), 20000), "m"))
     order = kernels(plan)
     assert order.index("spmv_sell_c_sigma") > order.index("spmv_merge_path")
     assert order[0] in {"spmv_merge_path", "spmv_csr_split_vec4"}

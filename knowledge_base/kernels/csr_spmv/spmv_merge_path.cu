@@ -21,7 +21,7 @@ summary: >
   (griddepcontrol.wait) before it reads their carries.
 preparation: merge_path
 streams: [rowptr, colind, values, tile_row, tile_nz, fix_tile, fix_first]
-parameters:  # in the order the search steps them: ITEMS moved times by 9-24%, BLOCK by at most 3% (sessions 11-17)
+parameters:  # in the order the search steps them: ITEMS 4 was 2-24% slower than 8, BLOCK 128-512 within 8% (sweeps of sessions 15-16, session 17's suite)
   ITEMS: [4, 8, 16]
   BLOCK: [128, 256, 512]
   HINT: [0, 1]
