@@ -11,7 +11,7 @@ from sparseditto.settings import Settings
 
 GOOD = {"strategies": [{"kernel": "spmm_csr_smem_tile", "start": {"LPR": 8, "WARPS": 8, "RPG": 4, "KC": 512, "UNROLL": 4},
                         "space": {"WARPS": [8, 16]}, "why": "dense enough for shared-memory tiles"},
-                       {"kernel": "spmm_csr_rowsplit", "start": {"VW": 4, "WARPS": 4, "UNROLL": 8}, "why": "robust"}],
+                       {"kernel": "spmm_csr_rowsplit", "start": {"VW": 4, "LANES": 8, "WARPS": 4, "UNROLL": 8}, "why": "robust"}],
         "target_speedup": 1.8, "notes": "tiles first"}
 
 
@@ -46,8 +46,8 @@ def test_an_unknown_kernel_is_sent_back_and_repaired(tiny_spmm):
 
 
 def test_out_of_range_and_dtype_invalid_values_are_rejected(tiny_spmm):
-    wide = {**GOOD, "strategies": [{"kernel": "spmm_csr_rowsplit", "start": {"VW": 8, "WARPS": 4, "UNROLL": 8}, "why": "x"}]}
-    odd = {**GOOD, "strategies": [{"kernel": "spmm_csr_rowsplit", "start": {"VW": 4, "WARPS": 3, "UNROLL": 8}, "why": "x"}]}
+    wide = {**GOOD, "strategies": [{"kernel": "spmm_csr_rowsplit", "start": {"VW": 8, "LANES": 32, "WARPS": 4, "UNROLL": 8}, "why": "x"}]}
+    odd = {**GOOD, "strategies": [{"kernel": "spmm_csr_rowsplit", "start": {"VW": 4, "LANES": 32, "WARPS": 3, "UNROLL": 8}, "why": "x"}]}
     model = ScriptedChatModel(script=[answer(wide), answer(odd), answer("not json {")])
     result = llm_plan(model, tiny_spmm, spec_features(tiny_spmm), settings(llm_repair_attempts=2))
     assert result.value is None

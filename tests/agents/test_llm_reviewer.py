@@ -17,7 +17,7 @@ SETTINGS = Settings(llm_model="scripted", llm_repair_attempts=1)
 
 
 def record(n, report, backend="gpu"):
-    return {"iteration": n, "choice": {"kernel": "spmm_csr_rowsplit", "params": {"VW": 4, "WARPS": 4, "UNROLL": 8}},
+    return {"iteration": n, "choice": {"kernel": "spmm_csr_rowsplit", "params": {"VW": 4, "LANES": 32, "WARPS": 4, "UNROLL": 8}},
             "candidate": report.candidate, "backend": backend, "seconds": 1.0, "report": report.model_dump(mode="json")}
 
 
@@ -80,11 +80,11 @@ def test_a_suggested_next_kernel_is_checked_against_the_vocabulary(tiny_spmm, pl
         answer({"decision": "revise", "bottleneck": "b", "direction": "wider", "next": {"kernel": "spmm_csr_rowsplit",
                                                                                        "params": {"VW": 16}}}),
         answer({"decision": "revise", "bottleneck": "b", "direction": "wider", "next": {"kernel": "spmm_csr_rowsplit",
-                                                                                       "params": {"VW": 2, "WARPS": 8, "UNROLL": 4}}}),
+                                                                                       "params": {"VW": 2, "LANES": 32, "WARPS": 8, "UNROLL": 4}}}),
     ])
     result = review(model, tiny_spmm, plan, [record(1, measured_report("k"))])
     assert "takes exactly the parameters" in result.attempts[0].error
-    assert result.value.next.params == {"VW": 2, "WARPS": 8, "UNROLL": 4}
+    assert result.value.next.params == {"VW": 2, "LANES": 32, "WARPS": 8, "UNROLL": 4}
 
 
 def test_an_endpoint_error_falls_back_to_the_offline_reviewer_without_repair(tiny_spmm, plan, measured_report):

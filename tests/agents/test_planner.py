@@ -14,9 +14,9 @@ def spmv(distribution, dtype="fp32"):
                        "M": 20000, "K": 20000, "dtype": dtype})
 
 
-def spmm(dtype="fp32", distribution="uniform"):
+def spmm(dtype="fp32", distribution="uniform", n=64):
     return parse_spec({"operation": "spmm", "pattern": {"distribution": distribution, "density": 0.02},
-                       "M": 1024, "K": 1024, "N": 64, "dtype": dtype})
+                       "M": 1024, "K": 1024, "N": n, "dtype": dtype})
 
 
 @pytest.mark.parametrize("spec", [spmv("uniform"), spmv("power_law", "bf16"), spmm("fp32"), spmm("fp16")],
@@ -85,7 +85,21 @@ def test_tensor_core_column_tiles_past_n_are_not_valid_choices():
 
 def test_vector_widths_past_16_bytes_break_the_declared_constraint():
     symbols = {"M": 8, "K": 8, "N": 64, "nnz": 8}
-    assert is_valid_choice("spmm_csr_rowsplit", {"VW": 4, "WARPS": 4, "UNROLL": 8}, "fp32", symbols)
-    assert not is_valid_choice("spmm_csr_rowsplit", {"VW": 8, "WARPS": 4, "UNROLL": 8}, "fp32", symbols)
-    assert is_valid_choice("spmm_csr_rowsplit", {"VW": 8, "WARPS": 4, "UNROLL": 8}, "fp16", symbols)
-    assert not is_valid_choice("spmm_csr_rowsplit", {"VW": 1, "WARPS": 4, "UNROLL": 8}, "bf16", symbols)
+    assert is_valid_choice("spmm_csr_rowsplit", {"VW": 4, "LANES": 8, "WARPS": 4, "UNROLL": 8}, "fp32", symbols)
+    assert not is_valid_choice("spmm_csr_rowsplit", {"VW": 8, "LANES": 8, "WARPS": 4, "UNROLL": 8}, "fp32", symbols)
+    assert is_valid_choice("spmm_csr_rowsplit", {"VW": 8, "LANES": 8, "WARPS": 4, "UNROLL": 8}, "fp16", symbols)
+    assert not is_valid_choice("spmm_csr_rowsplit", {"VW": 1, "LANES": 8, "WARPS": 4, "UNROLL": 8}, "bf16", symbols)
+
+
+
+def test_row_split_groups_cover_n_with_16_byte_loads_and_never_idle_most_lanes():
+    from sparseditto.tools.families.csr_spmm import rowsplit_lanes
+
+    assert [rowsplit_lanes(n, 4) for n in (1, 16, 32, 64, 128, 512)] == [4, 4, 8, 16, 32, 32]
+    assert [rowsplit_lanes(n, 8) for n in (32, 128)] == [4, 16]
+    symbols = {"M": 8, "K": 8, "N": 32, "nnz": 8}
+    assert is_valid_choice("spmm_csr_rowsplit", {"VW": 4, "LANES": 8, "WARPS": 4, "UNROLL": 8}, "fp32", symbols)
+    assert not is_valid_choice("spmm_csr_rowsplit", {"VW": 4, "LANES": 32, "WARPS": 4, "UNROLL": 8}, "fp32", symbols)
+    for dtype, n, lanes in (("fp32", 32, 8), ("fp32", 128, 32), ("fp16", 32, 4)):
+        start = next(s for s in offline_plan(spmm(dtype, n=n)).strategies if s.kernel == "spmm_csr_rowsplit").start
+        assert start["LANES"] == lanes and start["VW"] * {"fp32": 4, "fp16": 2}[dtype] == 16

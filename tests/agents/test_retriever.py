@@ -51,9 +51,9 @@ def test_context_budget_limits_the_passages(tiny_spmm, store):
 
 
 def test_exact_entry_sets_reuse_and_comes_first(tiny_spmm, store):
-    stored(store, tiny_spmm, {"VW": 2, "WARPS": 8, "UNROLL": 4})
+    stored(store, tiny_spmm, {"VW": 2, "LANES": 32, "WARPS": 8, "UNROLL": 4})
     plan, refs = retrieve(offline_plan(tiny_spmm), tiny_spmm, GPU, store, 4000)
-    assert plan.reuse == Choice(kernel="spmm_csr_rowsplit", params={"VW": 2, "WARPS": 8, "UNROLL": 4})
+    assert plan.reuse == Choice(kernel="spmm_csr_rowsplit", params={"VW": 2, "LANES": 32, "WARPS": 8, "UNROLL": 4})
     assert refs.kernels[0].origin == "experience" and "same problem, same GPU" in refs.kernels[0].summary
     assert retrieve(offline_plan(tiny_spmm), tiny_spmm, None, store, 4000)[0].reuse is None, "no GPU, no reuse"
 
@@ -62,7 +62,7 @@ def test_exact_entry_sets_reuse_and_comes_first(tiny_spmm, store):
                                                ({"sanitizer": "not_executed", "profile": "not_executed"}, False),
                                                (None, False)])
 def test_only_checks_the_stored_kernel_passed_are_skipped_on_reuse(tiny_spmm, store, checks, skips):
-    stored(store, tiny_spmm, {"VW": 2, "WARPS": 8, "UNROLL": 4}, checks=checks)
+    stored(store, tiny_spmm, {"VW": 2, "LANES": 32, "WARPS": 8, "UNROLL": 4}, checks=checks)
     plan = retrieve(offline_plan(tiny_spmm), tiny_spmm, GPU, store, 4000)[0]
     assert plan.reuse is not None
     assert (plan.reuse_checked is not None) == skips
@@ -71,17 +71,17 @@ def test_only_checks_the_stored_kernel_passed_are_skipped_on_reuse(tiny_spmm, st
 
 
 def test_similar_entry_sets_the_start_point(tiny_spmm_dict, store):
-    stored(store, parse_spec({**tiny_spmm_dict, "N": 128}), {"VW": 2, "WARPS": 8, "UNROLL": 4})
+    stored(store, parse_spec({**tiny_spmm_dict, "N": 128}), {"VW": 4, "LANES": 8, "WARPS": 8, "UNROLL": 4})
     spec = parse_spec(tiny_spmm_dict)
     plan, refs = retrieve(offline_plan(spec), spec, GPU, store, 4000)
     assert plan.reuse is None
-    assert plan.strategies[0].start == {"VW": 2, "WARPS": 8, "UNROLL": 4}
-    assert refs.kernels[0].origin == "experience" and refs.kernels[0].params == {"VW": 2, "WARPS": 8, "UNROLL": 4}
+    assert plan.strategies[0].start == {"VW": 4, "LANES": 8, "WARPS": 8, "UNROLL": 4}
+    assert refs.kernels[0].origin == "experience" and refs.kernels[0].params == {"VW": 4, "LANES": 8, "WARPS": 8, "UNROLL": 4}
 
 
 def test_stored_parameters_outside_the_search_space_are_not_used(tiny_spmm_dict, store):
     # VW=8 is not valid for fp32 (32-byte vectors): the planner's space excludes it
-    stored(store, parse_spec({**tiny_spmm_dict, "N": 128}), {"VW": 8, "WARPS": 8, "UNROLL": 4})
+    stored(store, parse_spec({**tiny_spmm_dict, "N": 128}), {"VW": 8, "LANES": 32, "WARPS": 8, "UNROLL": 4})
     spec = parse_spec(tiny_spmm_dict)
     plan, refs = retrieve(offline_plan(spec), spec, GPU, store, 4000)
     assert plan == offline_plan(spec)

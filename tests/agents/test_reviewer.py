@@ -10,17 +10,17 @@ from sparseditto.tools.results import NOT_EXECUTED_NO_GPU, Feedback, Verificatio
 
 ROWSPLIT = "spmm_csr_rowsplit"
 TILE = "spmm_csr_smem_tile"
-ROW_START = {"VW": 4, "WARPS": 4, "UNROLL": 8}
+ROW_START = {"VW": 4, "LANES": 32, "WARPS": 4, "UNROLL": 8}
 TILE_START = {"LPR": 8, "WARPS": 16, "RPG": 2, "KC": 1024, "UNROLL": 4}
 
 
 def make_plan(row_space=None, target=3.0):
     return Plan(
-        family="csr_spmm", format="csr", features={}, baselines=["cusparse"],
+        family="csr_spmm", format="csr", features={}, baselines=["cusparse"], symbols={"N": 128},
         acceptance=Acceptance(min_speedup=1.0, target_speedup=target),
         strategies=[
             Strategy(kernel=ROWSPLIT, start=ROW_START, why="",
-                     space=row_space or {"VW": [2, 4], "WARPS": [4, 8], "UNROLL": [8]}),
+                     space=row_space or {"VW": [2, 4], "LANES": [32], "WARPS": [4, 8], "UNROLL": [8]}),
             Strategy(kernel=TILE, start=TILE_START, why="", space={k: [v] for k, v in TILE_START.items()}),
         ],
     )
@@ -85,7 +85,7 @@ def test_the_search_moves_to_the_best_candidate(records):
     verdict = review(make_plan(), records)
     assert verdict.decision == "revise"
     assert verdict.best_iteration == 2
-    assert verdict.next.params == {"VW": 2, "WARPS": 8, "UNROLL": 8}
+    assert verdict.next.params == {"VW": 2, "LANES": 32, "WARPS": 8, "UNROLL": 8}
 
 
 def test_steps_that_paid_before_come_first_then_untried_ones_then_those_that_did_not(records):
@@ -104,7 +104,7 @@ def test_steps_that_paid_before_come_first_then_untried_ones_then_those_that_did
 
 
 def test_neighbours_invalid_for_the_dtype_are_skipped(records):
-    plan = make_plan(row_space={"VW": [4, 8], "WARPS": [4], "UNROLL": [8]})
+    plan = make_plan(row_space={"VW": [4, 8], "LANES": [32], "WARPS": [4], "UNROLL": [8]})
     records.timed(ROWSPLIT, ROW_START, 100.0, 1.2)
     fp32 = review(plan, records, dtype="fp32")  # VW=8 is a 32-byte load in fp32
     assert fp32.next.kernel == TILE

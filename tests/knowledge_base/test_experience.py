@@ -9,7 +9,7 @@ from sparseditto.knowledge_base.experience import ExperienceStore, experience_pa
 from sparseditto.spec import parse_spec
 
 H200 = {"name": "NVIDIA H200", "arch": "sm_90"}
-CHOICE = Choice(kernel="spmm_csr_rowsplit", params={"VW": 4, "WARPS": 4, "UNROLL": 8})
+CHOICE = Choice(kernel="spmm_csr_rowsplit", params={"VW": 4, "LANES": 32, "WARPS": 4, "UNROLL": 8})
 
 
 @pytest.fixture
@@ -41,7 +41,7 @@ def test_no_exact_match_on_another_gpu_or_problem(store, tiny_spmm_dict):
 def test_the_fastest_of_several_entries_is_reused(store, tiny_spmm_dict):
     spec = parse_spec(tiny_spmm_dict)
     record(store, spec, us=30.0)
-    faster = Choice(kernel="spmm_csr_rowsplit", params={"VW": 2, "WARPS": 4, "UNROLL": 8})
+    faster = Choice(kernel="spmm_csr_rowsplit", params={"VW": 2, "LANES": 32, "WARPS": 4, "UNROLL": 8})
     record(store, spec, choice=faster, us=20.0)
     assert store.exact(spec, H200).choice == faster
     assert store.count() == 2
@@ -49,9 +49,9 @@ def test_the_fastest_of_several_entries_is_reused(store, tiny_spmm_dict):
 
 def test_similar_problems_closest_first_same_gpu_first(store, tiny_spmm_dict):
     record(store, parse_spec({**tiny_spmm_dict, "N": 512}))
-    near = Choice(kernel="spmm_csr_rowsplit", params={"VW": 2, "WARPS": 8, "UNROLL": 4})
+    near = Choice(kernel="spmm_csr_rowsplit", params={"VW": 2, "LANES": 32, "WARPS": 8, "UNROLL": 4})
     record(store, parse_spec({**tiny_spmm_dict, "N": 64}), choice=near)
-    other_gpu = Choice(kernel="spmm_csr_rowsplit", params={"VW": 1, "WARPS": 2, "UNROLL": 2})
+    other_gpu = Choice(kernel="spmm_csr_rowsplit", params={"VW": 1, "LANES": 32, "WARPS": 2, "UNROLL": 2})
     record(store, parse_spec({**tiny_spmm_dict, "N": 32}), choice=other_gpu, gpu={"name": "NVIDIA A100", "arch": "sm_80"})
     record(store, parse_spec({**tiny_spmm_dict, "dtype": "fp16"}))  # another dtype: not similar
 

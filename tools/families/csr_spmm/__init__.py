@@ -12,15 +12,23 @@ from sparseditto.tools.families.base import StrategyStart
 from sparseditto.tools.families.csr_common import KERNELS_ROOT, CsrFamily, CsrSpecFields
 from sparseditto.tools.dtypes import dtype as dtype_info
 from sparseditto.tools.families.csr_spmm.bsr import bsr_blocks
-from sparseditto.tools.families.csr_spmm.cost import predicted_us
+from sparseditto.tools.families.csr_spmm.cost import predicted_us, rowgroup_tile_bytes
 from sparseditto.tools.families.csr_spmm.preparations import row_group_union
-
 
 
 class CsrSpmmSpec(CsrSpecFields):
     family: Literal["csr_spmm"] = "csr_spmm"
     operation: Literal["spmm"] = "spmm"
     N: Annotated[int, Field(ge=1, le=1 << 20)] = 1
+
+
+# the row-group kernel's tile for one warp in shared memory (a block of one warp at the most the planner offers)
+ROWGROUP_TILE_LIMIT = 160 * 1024
+
+
+def rowsplit_lanes(N: int, vw: int) -> int:
+    """The fewest lanes per row whose VW-wide loads cover N columns (at most a warp): every lane busy, 16-byte loads."""
+    return next((lanes for lanes in (4, 8, 16) if lanes * vw >= N), 32)
 
 
 class CsrSpmm(CsrFamily):
@@ -44,19 +52,30 @@ class CsrSpmm(CsrFamily):
 
     def strategies(self, spec: CsrSpmmSpec, features: Mapping[str, float]) -> list[StrategyStart]:
         """Every kernel at a start chosen from the features, ranked by its predicted time (`cost.py`): row split
-        where rows share few columns, tensor-core row groups where groups of rows share them, BSR on tensor cores
+        where rows share few columns, row groups (tensor cores for 16-bit values, CUDA cores in any dtype) where
+        groups of rows share them and no row is so long that a group's tile outgrows shared memory, BSR on tensor cores
         where blocks are dense (16-bit values only: the planner drops what the dtype rules out)."""
         overlap = features["group_overlap"]
         # widest column tiling whose last warp still has columns (the kernel's constraint, checked again by the planner)
         wn = max(w for w in (1, 2, 4) if w == 1 or 16 * 4 * (w - 1) < spec.N)
+        vw = 16 // dtype_info(spec.dtype).bytes
+        lanes = rowsplit_lanes(spec.N, vw)
         rowsplit = StrategyStart(
             "spmm_csr_rowsplit",
-            {"VW": 4 if spec.dtype == "fp32" else 8, "WARPS": 4, "UNROLL": 8 if spec.dtype == "fp32" else 4},
-            "warp per row with 16-byte gathers of B rows: robust at any density")
+            {"VW": vw, "LANES": lanes, "WARPS": 4, "UNROLL": 8 if spec.dtype == "fp32" else 4},
+            f"{lanes} lanes per row with 16-byte gathers of B rows ({lanes * vw} columns a group): robust at any "
+            "density")
         smem_tile = StrategyStart(
             "spmm_csr_smem_tile", {"LPR": 8, "WARPS": 32, "RPG": 1, "KC": 512, "UNROLL": 4},
             "a column slice of B in shared memory, reused by many rows: far less L2 traffic than row split, "
             "though latency-bound and slower on the uniform matrices measured")
+        tile_bytes = rowgroup_tile_bytes(features)
+        rowgroup = StrategyStart(
+            "spmm_csr_rowgroup", {"VW": vw, "LANES": lanes, "WARPS": max((w for w in (1, 2, 4, 8)
+                                                                        if w * tile_bytes <= 48 * 1024), default=1),
+                                  "UNROLL": 2},
+            f"a warp per group of 8 rows gathers each B row the group touches once: groups share columns "
+            f"{overlap:.2f}x on average, exact on CUDA cores")
         tensor = StrategyStart(
             "spmm_csr_tc_rowgroup", {"MT": 4, "WN": wn, "WK": 1, "KB": 2},
             f"16-bit values on tensor cores over groups of 8 rows, which share columns {overlap:.2f}x on average")
@@ -68,7 +87,8 @@ class CsrSpmm(CsrFamily):
             f"BSR {block}x{block} on tensor cores: blocks {features.get(f'block_fill_{block}', 0.0):.0%} full, "
             "one index per block instead of one per nonzero")
         ranked = [replace(s, predicted_us=self.predicted_us(spec, features, s.kernel, s.start))
-                  for s in (rowsplit, smem_tile, tensor, bsr)]
+                  for s in (rowsplit, rowgroup, smem_tile, tensor, bsr)
+                  if s is not rowgroup or tile_bytes <= ROWGROUP_TILE_LIMIT]
         return sorted(ranked, key=lambda s: s.predicted_us)
 
     def predicted_us(self, spec: CsrSpmmSpec, features: Mapping[str, float], kernel: str,

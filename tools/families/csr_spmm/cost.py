@@ -7,8 +7,14 @@ The rates are measurements, not guesses (bench/NOTES.md, sessions 2-4, M = K = 4
   (3.6e6: the 16-bit B rows are half the bytes);
 - tensor-core row groups, one B row per column of a group of 8 rows (nnz / group_overlap of them): uniform 5%
   65.4 us, banded 5% 33.4 us, uniform 1% 21.1 us (2.75e6 elements per us);
+- row split's lanes: at N = 32 fp32 on a 10M-nonzero band (session 18) a warp per row took 750, 446 and 287 us at
+  VW 4, 2 and 1 (a quarter, half and all of its lanes on columns): the time goes with the idle lanes, less a gain
+  for wide loads of (16 / load bytes)^(1/3) (the fit of those three);
 - the shared-memory tile was slower than row split on every spec measured (120-300 us against 18-73 us): it is
-  priced at 2.5x row split until calibration says otherwise.
+  priced at 2.5x row split, or at the copies of B it makes when they take longer: every block stages all K rows
+  of its column slice (a 10M-nonzero band with K = 1M took 133 ms, session 18).
+Row groups on CUDA cores pull one B row per union column of a group at row split's rate, in 16 bits no faster
+than 1.1x the tensor-core row groups' time (no measurement of either yet).
 BSR on tensor cores pulls one B row per block column of each block (the same path as the row groups) and is
 priced at their rate; it has no measurement yet. The planner scales each prediction by the kernel's calibration
 from earlier runs on the same GPU (the experience store).
@@ -23,6 +29,15 @@ LAUNCH_US = 2.5
 ROWSPLIT_PRODUCTS_PER_US = {4: 3.0e6, 2: 3.6e6}  # by value bytes
 TENSOR_ELEMENTS_PER_US = 2.75e6
 SMEM_TILE_OVER_ROWSPLIT = 2.5
+SHARED_PER_SM = 228 * 1024
+ROWGROUP_16BIT_OVER_TENSOR = 1.1
+
+
+def rowgroup_tile_bytes(f: Mapping[str, float]) -> float:
+    """One warp's tile in the row-group kernel, 8 x (max_union + 8) floats, with the longest group's union of
+    columns estimated as its 8 rows at the longest length shared at the mean rate (padded to 16, at most K)."""
+    union = min(8 * f["row_max"] / max(f.get("group_overlap", 1.0), 1.0), f["cols"]) + 16
+    return 8 * (union + 8) * 4
 
 
 def dram_bytes(f: Mapping[str, float], N: int, value_bytes: int, stored_values: float, indices: float) -> float:
@@ -31,16 +46,35 @@ def dram_bytes(f: Mapping[str, float], N: int, value_bytes: int, stored_values: 
             + f["rows"] * N * value_bytes)
 
 
+def rowsplit_lane_factor(start: Mapping[str, int], N: int, value_bytes: int) -> float:
+    """Row split's time over its time with every lane on columns and 16-byte loads."""
+    width = start["LANES"] * start["VW"]
+    busy = N / (-(-N // width) * width)
+    return (16 / (start["VW"] * value_bytes)) ** (1 / 3) / busy
+
+
 def predicted_us(kernel: str, start: Mapping[str, int], f: Mapping[str, float], N: int, value_bytes: int) -> float:
     nnz = f["nnz"]
     csr_dram = dram_bytes(f, N, value_bytes, nnz, nnz) / COPY_BYTES_PER_US
     rowsplit = nnz * N / ROWSPLIT_PRODUCTS_PER_US[value_bytes]
     if kernel == "spmm_csr_rowsplit":
-        pulled = rowsplit
+        pulled = rowsplit * rowsplit_lane_factor(start, N, value_bytes)
         dram = csr_dram
     elif kernel == "spmm_csr_smem_tile":
-        pulled = SMEM_TILE_OVER_ROWSPLIT * rowsplit
+        rows_per_block = start["WARPS"] * (32 // start["LPR"]) * start["RPG"]
+        staged = -(-f["rows"] // rows_per_block) * f["cols"] * N * value_bytes  # every block, all of K
+        pulled = max(SMEM_TILE_OVER_ROWSPLIT * rowsplit, staged / COPY_BYTES_PER_US)
         dram = csr_dram
+    elif kernel == "spmm_csr_rowgroup":
+        # row split's rate, one gather per union column of a group (padded to 16: 7.5 more a group on average),
+        # slowed when the tiles leave fewer than 16 warps an SM to hide the gathers' latency
+        unions = nnz / max(f.get("group_overlap", 1.0), 1.0) + 7.5 * f["rows"] / 8
+        warps = min(64, start["WARPS"] * min(32, int(SHARED_PER_SM // (start["WARPS"] * rowgroup_tile_bytes(f)))))
+        pulled = unions * N / ROWSPLIT_PRODUCTS_PER_US[value_bytes] * rowsplit_lane_factor(start, N, value_bytes)
+        if value_bytes == 2:  # unmeasured in 16 bits: behind the tensor-core row groups' measured gathers
+            pulled = max(pulled, ROWGROUP_16BIT_OVER_TENSOR * unions * N / TENSOR_ELEMENTS_PER_US)
+        pulled /= min(1.0, warps / 16)
+        dram = csr_dram + nnz * 4 / COPY_BYTES_PER_US  # the tile places beside the values
     elif kernel == "spmm_csr_tc_rowgroup":
         pulled = nnz / max(f.get("group_overlap", 1.0), 1.0) * N / TENSOR_ELEMENTS_PER_US
         dram = csr_dram

@@ -23,7 +23,10 @@ def row_group_union(problem: Problem, params: dict[str, int]) -> Prepared:
     """For each group of 8 consecutive rows, the sorted union of their column indices, padded with the group's
     last column to a multiple of 16 (`group_cols`, group g at group_ptr[g] .. group_ptr[g+1]), and for every
     nonzero its place in its group's 8 x (max_union + 8) tile: (row % 8) * (max_union + 8) + its position in
-    the union (`nnz_tile_pos`). Depends on the pattern only; values stay in CSR."""
+    the union (`nnz_tile_pos`), and per union entry the bits of the group's rows that hold it (`group_mask`, bit
+    r for row 8g + r; 0 on padding), so that a kernel on CUDA cores multiplies present entries only and an Inf in B
+    reaches only the rows that reference it. Each (row, column) must appear once: a repeat would take one tile
+    place twice. Depends on the pattern only; values stay in CSR."""
     rowptr = problem.inputs["rowptr"].astype(np.int64)
     M = len(rowptr) - 1
     n_groups = -(-M // 8)
@@ -46,9 +49,15 @@ def row_group_union(problem: Problem, params: dict[str, int]) -> Prepared:
     group_cols[place] = union % K
     max_union = int(padded.max()) if n_groups else 0
     row_in_group = np.repeat(np.arange(M, dtype=np.int64) % 8, np.diff(rowptr))
-    tile_pos = (row_in_group * (max_union + 8) + nnz_slot_global - union_start[group_of_nnz]).astype(np.int32)
+    slot = nnz_slot_global - union_start[group_of_nnz]
+    placed = (starts[group_of_nnz] + slot) * 8 + row_in_group  # (padded place, row) of each nonzero
+    distinct = sorted_unique(placed)
+    if len(distinct) != len(placed):
+        raise ValueError("a (row, column) pair appears twice: a row group's tile holds one value per element")
+    group_mask = np.bincount(distinct // 8, weights=np.left_shift(1, distinct % 8), minlength=len(group_cols))
+    tile_pos = (row_in_group * (max_union + 8) + slot).astype(np.int32)
     arrays = {"group_cols": group_cols, "group_ptr": starts.astype(np.int32),
-              "nnz_tile_pos": at_least_one(tile_pos)}
+              "nnz_tile_pos": at_least_one(tile_pos), "group_mask": group_mask.astype(np.int32)}
     return arrays, {"n_groups": n_groups, "max_union": max_union}
 
 

@@ -1,0 +1,126 @@
+/*---
+name: spmm_csr_rowgroup
+family: csr_spmm
+operation: spmm
+format: csr
+dtypes: [fp32, fp16, bf16]
+archs: [sm_80, sm_90]
+strategy: row_group
+summary: >
+  Row-group SpMM on CUDA cores, exact in every dtype (fp32 included): a warp takes a group of 8
+  consecutive rows of A and gathers each row of B that the group touches once, for all 8 rows,
+  where row split gathers it once per nonzero. The gathers of B through L2 bound row split on
+  banded, FEM and clustered matrices (a 10M-nonzero band at N = 128 fp32 moves 5 GB of B rows for
+  600 MB of DRAM traffic); here they shrink by the group's column sharing (`group_overlap`). The
+  preparation `row_group_union` lists each group's union of columns with a mask of the rows holding
+  each; the warp scatters its group's values into a tile in shared memory and multiplies present
+  entries only (an Inf in B reaches only the rows that reference it). Lanes split as RSUB = 32 / LANES
+  row subsets of LANES lanes; each lane owns VW consecutive columns (one 16-byte load) of 8 / RSUB rows.
+preparation: row_group_union
+streams: [rowptr, values, nnz_tile_pos, group_cols, group_ptr, group_mask]
+parameters:
+  LANES: [4, 8, 16, 32]
+  UNROLL: [1, 2, 4]
+  WARPS: [1, 2, 4, 8]
+  VW: [1, 2, 4, 8]
+constraints:  # over the parameters and the problem symbols; a choice breaking one is never tried
+  - "VW * value_bytes <= 16"
+  - "value_bytes == 4 or VW >= 2"
+  - "LANES == 4 or LANES * VW <= 2 * N"  # at most half of a row subset's lanes idle
+kernels:
+  - entry: spmm_csr_rowgroup
+    grid: ["ceil_div(n_groups, WARPS)", "ceil_div(N, LANES * VW)", "1"]
+    block: ["32 * WARPS", "1", "1"]
+    shared_bytes: "WARPS * 8 * (max_union + 8) * 4"
+    args: [rowptr, values, nnz_tile_pos, group_cols, group_ptr, group_mask, B, C, M, N, n_groups, max_union]
+---*/
+// Mapping: warp w of block (bx, by) takes row group grp = bx*WARPS + w (rows 8*grp .. +8). Lane l is in row
+// subset s = l / LANES, owning rows 8*grp + s*RPL .. +RPL, and piece p = l % LANES, owning columns
+// c0 = by*LANES*VW + p*VW .. +VW of B and C. The warp's tile (8 rows x max_union + 8 floats in shared memory)
+// receives the group's nonzeros at their places (`nnz_tile_pos`); nothing else of it is ever read, so it is
+// not cleared. For each union column (group_cols[u], mask group_mask[u]) every lane loads its piece of that
+// B row once and adds weight x piece to each of its rows whose mask bit is set. The padded union (a multiple
+// of 16 wide, padding masked 0) lets UNROLL columns' loads be issued before their FMAs without a bound check.
+#define RSUB (32 / LANES)
+#define RPL (8 / RSUB)
+
+// VW values to p (aligned to VW elements) with one store of VW * value bytes.
+__device__ __forceinline__ void sd_store_piece(value_t* __restrict__ p, const float (&v)[VW]) {
+    __align__(16) value_t e[VW];
+#pragma unroll
+    for (int i = 0; i < VW; ++i) e[i] = sd_from_f32(v[i]);
+    constexpr int BYTES = VW * (int)sizeof(value_t);
+    if constexpr (BYTES == 16) *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(e);
+    else if constexpr (BYTES == 8) *reinterpret_cast<uint2*>(p) = *reinterpret_cast<const uint2*>(e);
+    else if constexpr (BYTES == 4) *reinterpret_cast<unsigned*>(p) = *reinterpret_cast<const unsigned*>(e);
+    else p[0] = e[0];
+}
+
+extern "C" __global__ void __launch_bounds__(32 * WARPS)
+spmm_csr_rowgroup(const int* __restrict__ rowptr, const value_t* __restrict__ values,
+                  const int* __restrict__ nnz_tile_pos, const int* __restrict__ group_cols,
+                  const int* __restrict__ group_ptr, const int* __restrict__ group_mask,
+                  const value_t* __restrict__ B, value_t* __restrict__ C, int M, int N, int n_groups,
+                  int max_union)
+{
+    extern __shared__ __align__(16) unsigned char sd_smem[];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int grp = blockIdx.x * WARPS + warp;
+    if (grp >= n_groups) return;  // whole warps leave; the block has no barrier
+    const int stride = max_union + 8;
+    float* tile = reinterpret_cast<float*>(sd_smem) + warp * 8 * stride;
+    const int u0 = __ldg(group_ptr + grp), width = __ldg(group_ptr + grp + 1) - u0;
+    const int nz_lo = __ldg(rowptr + 8 * grp), nz_hi = __ldg(rowptr + min(8 * grp + 8, M));
+    for (int j = nz_lo + lane; j < nz_hi; j += 32) tile[__ldg(nnz_tile_pos + j)] = sd_to_f32(__ldg(values + j));
+    __syncwarp();
+
+    const int r0 = (lane / LANES) * RPL;
+    const int c0 = blockIdx.y * (LANES * VW) + (lane % LANES) * VW;
+    const bool active = c0 < N, vec_ok = (N % VW == 0) && (c0 + VW <= N);
+    float acc[RPL][VW];
+#pragma unroll
+    for (int i = 0; i < RPL; ++i)
+#pragma unroll
+        for (int v = 0; v < VW; ++v) acc[i][v] = 0.f;
+
+    for (int u = 0; u < width; u += UNROLL) {
+        float b[UNROLL][VW];
+        unsigned rows[UNROLL];
+#pragma unroll
+        for (int q = 0; q < UNROLL; ++q) {
+            const int k = __ldg(group_cols + u0 + u + q);
+            rows[q] = ((unsigned)__ldg(group_mask + u0 + u + q) >> r0) & ((1u << RPL) - 1u);
+            const value_t* brow = B + (long long)k * N + c0;
+            if (vec_ok) {
+                sd_load_vec<VW>(brow, b[q]);
+            } else {
+#pragma unroll
+                for (int v = 0; v < VW; ++v) b[q][v] = active && c0 + v < N ? sd_to_f32(__ldg(brow + v)) : 0.f;
+            }
+        }
+#pragma unroll
+        for (int q = 0; q < UNROLL; ++q)
+#pragma unroll
+            for (int i = 0; i < RPL; ++i)
+                if (rows[q] & (1u << i)) {
+                    const float w = tile[(r0 + i) * stride + u + q];
+#pragma unroll
+                    for (int v = 0; v < VW; ++v) acc[i][v] += w * b[q][v];
+                }
+    }
+
+    if (!active) return;
+#pragma unroll
+    for (int i = 0; i < RPL; ++i) {
+        const int row = 8 * grp + r0 + i;
+        if (row >= M) break;
+        value_t* crow = C + (long long)row * N + c0;
+        if (vec_ok) {
+            sd_store_piece(crow, acc[i]);
+        } else {
+#pragma unroll
+            for (int v = 0; v < VW; ++v)
+                if (c0 + v < N) crow[v] = sd_from_f32(acc[i][v]);
+        }
+    }
+}
