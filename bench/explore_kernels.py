@@ -18,6 +18,7 @@ from sparseditto.knowledge_base.library import get_kernel
 from sparseditto.spec import load_spec
 from sparseditto.tools.device import detect
 from sparseditto.tools.families import get_family
+from sparseditto.tools.families.csr_spmm import rowsplit_lanes
 from sparseditto.tools.verifier import GpuVerifier
 
 
@@ -86,7 +87,10 @@ def variants(spec) -> list[tuple[str, dict[str, int]]]:
                                                     "CHUNK": ch, "EARLY": 0}))
         return out
     wide, unroll = (4, 8) if spec.dtype == "fp32" else (8, 4)
-    out.append(("spmm_csr_rowsplit", {"VW": wide, "WARPS": 4, "UNROLL": unroll}))
+    lanes = rowsplit_lanes(spec.N, wide)
+    out.append(("spmm_csr_rowsplit", {"VW": wide, "LANES": lanes, "WARPS": 4, "UNROLL": unroll}))
+    for warps, u in ((4, 2), (8, 2), (8, 4)):
+        out.append(("spmm_csr_rowgroup", {"VW": wide, "LANES": lanes, "WARPS": warps, "UNROLL": u}))
     for lpr, warps, rpg, kc, u in ((8, 32, 1, 512, 4),):
         out.append(("spmm_csr_smem_tile", {"LPR": lpr, "WARPS": warps, "RPG": rpg, "KC": kc, "UNROLL": u}))
     if spec.dtype != "fp32":

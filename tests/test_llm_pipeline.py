@@ -15,13 +15,15 @@ from llm.answers import new_kernel, reference
 from llm.replay_server import ReplayServer, completion, error
 from llm.scripted import ScriptedChatModel, answer
 
+from sparseditto.agents.planner import offline_plan
 from sparseditto.cli import _endpoint
 from sparseditto.errors import PolicyError
 from sparseditto.graph.routing import budget_spent, extended_limits
 from sparseditto.pipeline import resume, run_pipeline
 from sparseditto.settings import Settings
+from sparseditto.spec import parse_spec
 
-PLAN = {"strategies": [{"kernel": "spmm_csr_rowsplit", "start": {"VW": 4, "WARPS": 4, "UNROLL": 8}, "why": "robust"}],
+PLAN = {"strategies": [{"kernel": "spmm_csr_rowsplit", "start": {"VW": 4, "LANES": 8, "WARPS": 4, "UNROLL": 8}, "why": "robust"}],
         "target_speedup": 2.0}
 FIRST_FAILURE = "relative error 0.5 exceeds the tolerance 1e-05"
 DIRECTION = "write one thread per output element with a row guard"
@@ -64,8 +66,8 @@ def test_llm_run_over_http_acts_on_feedback_and_writes_its_trace(tmp_path, tiny_
     # the second coder request carries the first candidate's feedback, and its answer changed the kernel
     second_coder = server.texts(5)
     assert FIRST_FAILURE in second_coder and DIRECTION in second_coder
-    assert "spmm_csr_rowsplit(UNROLL=8, VW=4, WARPS=4)" in second_coder
-    assert verifier.calls == ["spmm_csr_rowsplit(UNROLL=8, VW=4, WARPS=4)", "spmm_thread_per_output(COLS=32)"]
+    assert "spmm_csr_rowsplit(LANES=8, UNROLL=8, VW=4, WARPS=4)" in second_coder
+    assert verifier.calls == ["spmm_csr_rowsplit(LANES=8, UNROLL=8, VW=4, WARPS=4)", "spmm_thread_per_output(COLS=32)"]
     assert result.best["candidate"] == "spmm_thread_per_output(COLS=32)"
 
     # six answers of 120 + 30 tokens; the failed request counts nothing
@@ -97,7 +99,8 @@ def test_hybrid_writes_the_first_candidate_offline_then_asks_the_model(tmp_path,
     verifier = scripted_verifier(speedup=0.8)
     result = run_pipeline(tiny_spmm_dict, budget=2, on_budget="abort", runs_dir=str(tmp_path), verifier=verifier,
                           policy="hybrid", llm={"chat_models": lambda role: model})
-    assert verifier.calls[0].startswith("spmm_csr_rowsplit") and verifier.calls[1] == "spmm_thread_per_output(COLS=64)"
+    first = offline_plan(parse_spec(tiny_spmm_dict)).strategies[0].kernel
+    assert verifier.calls[0].startswith(first) and verifier.calls[1] == "spmm_thread_per_output(COLS=64)"
     assert len(model.requests) == 2 and model.script == []
     steps = [json.loads(line) for line in (Path(result.artifacts_dir) / "trace.jsonl").read_text().splitlines()]
     assert [(s["node"], s["policy"]) for s in steps] == [

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sparseditto.tools import chunks
 from sparseditto.tools.results import ErrorType, Trial
 from sparseditto.tools.values import ElementBounds, element_ok
 
@@ -40,7 +41,8 @@ def error_is_spread(out: np.ndarray, ref: np.ndarray) -> bool:
 @dataclass
 class CheckedOutput:
     """One output of one run against its reference. `failing`: the elements outside their bound (element-wise
-    families) or None (norm-wise); unwritten elements always fail."""
+    families) or None (norm-wise); unwritten elements always fail. `non_finite`: the written elements that are NaN
+    or Inf where the exact result is finite."""
 
     out: np.ndarray
     ref: np.ndarray
@@ -50,16 +52,31 @@ class CheckedOutput:
     failing: np.ndarray | None = None
     rel_error: float = 0.0
     passed: bool = True
+    non_finite: int = 0
 
     @classmethod
     def judge(cls, out: np.ndarray, ref: np.ndarray, tolerance: float, unwritten: np.ndarray,
               bounds: ElementBounds | None, largest: float) -> "CheckedOutput":
-        finite = np.isfinite(ref)
-        err = rel_error(out, ref) if finite.all() else rel_error(np.where(finite, out, 0), np.where(finite, ref, 0))
-        if bounds is None:
-            return cls(out, ref, tolerance, unwritten, None, None, err, bool(err <= tolerance) and not unwritten.any())
-        failing = ~element_ok(out, ref, bounds.bound, largest) | unwritten
-        return cls(out, ref, tolerance, unwritten, bounds, failing, err, not failing.any())
+        """The relative error over the elements whose exact result is finite (rel_error), and each element against
+        its bound, in one pass over blocks of rows on threads."""
+        failing = None if bounds is None else np.empty(out.shape, dtype=bool)
+        sums: dict[int, tuple[float, float, int]] = {}
+
+        def block(i: int, start: int, stop: int) -> None:
+            o, r, u = out[start:stop], ref[start:stop], unwritten[start:stop]
+            finite = np.isfinite(r)
+            fo, fr = (o, r) if finite.all() else (np.where(finite, o, 0), np.where(finite, r, 0))
+            bad = ~np.isfinite(fo)
+            diff = fo - fr
+            sums[i] = (float(np.vdot(fr, fr)), np.inf if bad.any() else float(np.vdot(diff, diff)), int((bad & ~u).sum()))
+            if failing is not None:
+                np.logical_or(~element_ok(o, r, bounds.bound[start:stop], largest), u, out=failing[start:stop])
+
+        chunks.in_row_blocks(out.shape, block, chunks.ELEMENTWISE)
+        ref_sq, err_sq, non_finite = (sum(part[k] for _, part in sorted(sums.items())) for k in range(3))
+        err = float(np.sqrt(err_sq) / (float(np.sqrt(ref_sq)) or 1.0))
+        passed = (bool(err <= tolerance) and not unwritten.any()) if failing is None else not failing.any()
+        return cls(out, ref, tolerance, unwritten, bounds, failing, err, passed, non_finite)
 
     @property
     def exceeded(self) -> int:

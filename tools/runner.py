@@ -423,7 +423,6 @@ def check_correctness(job: RunJob, family: ProblemFamily, module: Any, info: dic
         results, refs = launcher.results(), references(family, problem)
         unwritten = {name: launcher.unwritten(name) for name in results}
         checked = _judge(family, job.spec, problem, results, refs, unwritten)
-        non_finite = sum(int((~np.isfinite(c.out) & np.isfinite(c.ref) & ~c.unwritten).sum()) for c in checked.values())
         failed_output = next((name for name, c in checked.items() if not c.passed), None)
         unchanged = launcher.inputs_unchanged()
         worst = max(c.rel_error for c in checked.values())
@@ -431,7 +430,7 @@ def check_correctness(job: RunJob, family: ProblemFamily, module: Any, info: dic
                             rel_error=worst if np.isfinite(worst) else None,
                             errors={n: c.rel_error if np.isfinite(c.rel_error) else None for n, c in checked.items()},
                             failed_output=failed_output, unwritten=sum(int(c.unwritten.sum()) for c in checked.values()),
-                            non_finite=non_finite, exceeded=sum(c.exceeded for c in checked.values()),
+                            non_finite=sum(c.non_finite for c in checked.values()), exceeded=sum(c.exceeded for c in checked.values()),
                             inputs_unchanged=unchanged, passed=failed_output is None and unchanged))
         outputs[i] = checked
         del launcher

@@ -116,19 +116,24 @@ def element_bound(ref: np.ndarray, condition: np.ndarray, terms: np.ndarray, acc
     most elements of a cheaper accumulation too (e4m3: an fp16 running sum); only the norm-wise error tells them apart.
     """
     acc, dst = numerics(accumulate), numerics(out)
-    # summed in place, in the formula's order: an output of 16384^2 elements is 2 GB a copy in float64
     aligned = 2.0 ** -aligned_sum_bits if aligned_sum_bits is not None else 0.0
-    with np.errstate(invalid="ignore", over="ignore"):
-        bound = (2 * (terms + 2) * acc.unit_roundoff + aligned) * condition  # terms may be one broadcast value
-        scaled_ref = np.abs(ref)
-        scaled_ref *= dst.unit_roundoff
-        bound += scaled_ref
-        del scaled_ref
-        bound += (terms + 1) * acc.smallest_subnormal
-        bound += dst.smallest_subnormal
-        if tolerance is not None:
-            np.maximum(bound, tolerance * condition, out=bound)
-        subnormal = condition < (terms + 1) * acc.smallest_normal
+    shape = np.broadcast_shapes(ref.shape, condition.shape, np.shape(terms))  # terms may broadcast (one per row)
+    bound, subnormal = np.empty(shape), np.empty(shape, dtype=bool)
+
+    def block(i: int, start: int, stop: int) -> None:
+        """The formula in place over rows start:stop, in its order (element by element the same as whole arrays)."""
+        r, c, n = (np.broadcast_to(a, shape)[start:stop] for a in (ref, condition, terms))
+        b = bound[start:stop]
+        with np.errstate(invalid="ignore", over="ignore"):
+            np.multiply(2 * (n + 2) * acc.unit_roundoff + aligned, c, out=b)
+            b += np.abs(r) * dst.unit_roundoff
+            b += (n + 1) * acc.smallest_subnormal
+            b += dst.smallest_subnormal
+            if tolerance is not None:
+                np.maximum(b, tolerance * c, out=b)
+            np.less(c, (n + 1) * acc.smallest_normal, out=subnormal[start:stop])
+
+    chunks.in_row_blocks(shape, block, chunks.ELEMENTWISE)
     return ElementBounds(bound=bound, subnormal=subnormal)
 
 

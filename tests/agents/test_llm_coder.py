@@ -38,7 +38,7 @@ def code(model, setup, previous=None, iterations=(), verdicts=()):
 def test_a_reference_choice_instantiates_the_reference_kernel(setup):
     model = ScriptedChatModel(script=[answer(reference(vw=2))])
     choice, candidate = code(model, setup).value
-    assert choice == Choice(kernel="spmm_csr_rowsplit", params={"VW": 2, "LANES": 32, "WARPS": 4, "UNROLL": 8})
+    assert choice == Choice(kernel="spmm_csr_rowsplit", params={"VW": 2, "LANES": 8, "WARPS": 4, "UNROLL": 8})
     assert candidate.origin == "llm" and candidate.kernels == get_kernel("spmm_csr_rowsplit").kernels
     sent = model.text_of(0)
     assert "None yet: this is the first candidate." in sent
@@ -87,8 +87,8 @@ def test_compile_options_outside_the_allow_list_are_rejected(setup):
 
 
 def test_the_prompt_holds_the_last_candidate_and_its_feedback_only(setup, wrong_report, measured_report):
-    first = get_kernel("spmm_csr_rowsplit").instantiate({"VW": 4, "LANES": 32, "WARPS": 4, "UNROLL": 8})
-    second = get_kernel("spmm_csr_rowsplit").instantiate({"VW": 2, "LANES": 32, "WARPS": 4, "UNROLL": 8})
+    first = get_kernel("spmm_csr_rowsplit").instantiate({"VW": 4, "LANES": 8, "WARPS": 4, "UNROLL": 8})
+    second = get_kernel("spmm_csr_rowsplit").instantiate({"VW": 2, "LANES": 8, "WARPS": 4, "UNROLL": 8})
     its = [iteration(1, Choice(kernel=first.name, params=first.parameters), first, wrong_report(first.label())),
            iteration(2, Choice(kernel=second.name, params=second.parameters), second,
                      measured_report(second.label(), median_us=80.0, speedup=0.7))]

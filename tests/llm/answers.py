@@ -31,7 +31,7 @@ def new_kernel(cols: int = 32, **changes) -> dict:
     return {"change": "one thread per output element, so that every row is guarded", "new_kernel": {**kernel, **changes}}
 
 
-def reference(vw: int = 4, warps: int = 4, unroll: int = 8, lanes: int = 32) -> dict:
+def reference(vw: int = 4, warps: int = 4, unroll: int = 8, lanes: int = 8) -> dict:
     return {"change": "row-split with wide loads", "reference": {"kernel": "spmm_csr_rowsplit",
                                                                 "params": {"VW": vw, "LANES": lanes, "WARPS": warps,
                                                                            "UNROLL": unroll}}}

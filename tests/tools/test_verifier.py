@@ -14,7 +14,7 @@ GPU_STAGES = ("correctness", "sanitizer", "benchmark", "profile")
 
 
 def rowsplit():
-    return get_kernel("spmm_csr_rowsplit").instantiate({"VW": 4, "WARPS": 4, "UNROLL": 8})
+    return get_kernel("spmm_csr_rowsplit").instantiate({"VW": 4, "LANES": 8, "WARPS": 4, "UNROLL": 8})
 
 
 def hand_made(body: str, block: str = "256") -> KernelCandidate:
@@ -106,7 +106,7 @@ def test_default_verifier_matches_the_machine(machine_has_gpu):
 @pytest.mark.parametrize("dtype", ["fp16", "bf16"])
 def test_sixteen_bit_candidates_compile(tiny_spmm, dtype):
     spec = tiny_spmm.model_copy(update={"dtype": dtype})
-    report = CompileOnlyVerifier().verify(get_kernel("spmm_csr_rowsplit").instantiate({"VW": 8, "WARPS": 4, "UNROLL": 4}), spec)
+    report = CompileOnlyVerifier().verify(get_kernel("spmm_csr_rowsplit").instantiate({"VW": 8, "LANES": 4, "WARPS": 4, "UNROLL": 4}), spec)
     assert report.compiled and report.stage("compile").status == "passed"
 
 

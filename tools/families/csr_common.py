@@ -189,10 +189,28 @@ class CsrFamily(ProblemFamily):
         )
 
     def reference(self, problem: Problem) -> dict[str, np.ndarray]:
+        return {self.output_name: self._product(problem, magnitudes=False)}
+
+    def conditions(self, problem: Problem) -> dict[str, np.ndarray]:
+        """|A| |B|: the reference on the inputs' magnitudes, from their float64 values instead of a copy of the
+        problem rounded to storage again (the same numbers: a magnitude is exact in every type)."""
+        return {self.output_name: self._product(problem, magnitudes=True)}
+
+    def element_terms(self, problem: Problem) -> dict[str, np.ndarray]:
+        """Each row's stored entries, for every element of the row: the reference on all-ones inputs, without the
+        product (2.0 s of an H200 host's time at 10M nonzeros and N = 128, bench/judge_seconds.py)."""
+        lengths = np.diff(problem.inputs["rowptr"]).astype(np.float64)
+        return {self.output_name: lengths if self.operation == "spmv" else lengths[:, None]}
+
+    def _product(self, problem: Problem, magnitudes: bool) -> np.ndarray:
+        """A B in float64 from the stored inputs, or |A| |B| (`magnitudes`)."""
         s, d = problem.symbols, problem.dtype
-        A = sp.csr_matrix((to_float64(problem.inputs["values"], d), problem.inputs["colind"], problem.inputs["rowptr"]),
-                          shape=(s["M"], s["K"]))
-        return {self.output_name: np.asarray(A @ to_float64(problem.inputs[self.dense_name], d))}
+        values, dense = to_float64(problem.inputs["values"], d), to_float64(problem.inputs[self.dense_name], d)
+        if magnitudes:
+            np.abs(values, out=values)
+            np.abs(dense, out=dense)
+        A = sp.csr_matrix((values, problem.inputs["colind"], problem.inputs["rowptr"]), shape=(s["M"], s["K"]))
+        return np.asarray(A @ dense)
 
     def flops(self, symbols: Mapping[str, int]) -> float:
         return 2.0 * symbols["nnz"] * symbols["N"]
