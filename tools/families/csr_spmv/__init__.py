@@ -53,7 +53,7 @@ class CsrSpmv(CsrFamily):
                     "nonempty_rows": nonempty_rows, "bsr_masked": bsr_masked}
     target_speedup = 1.5
     # a new version whenever prices change: calibrations measured against an older model no longer count
-    cost_model = "row walks as warp steps with a floor of started warps; nonempty-rows and BSR walks (session 17)"
+    cost_model = "row walks as warp steps with a floor of started warps; nonempty-rows walks (session 17), BSR walks (session 18)"
     example_spec = {"name": "small_spmv", "operation": "spmv", "pattern": {"distribution": "uniform", "nnz_per_row": 16},
                     "M": 65536, "K": 65536, "dtype": "fp32", "budget": {"iterations": 4}}
     dense_name = "x"

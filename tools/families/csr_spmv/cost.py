@@ -29,6 +29,9 @@ GATHERS_PER_US = 16_777_216 / 116.9
 STEP_US = 1.6
 # warp steps the whole GPU completes per microsecond when many warps walk (1250-2600 across the 16 candidates)
 WALK_STEPS_PER_US = 1800.0
+# spmv_bsr's warp steps (32 / B blocks a lane group each, UNROLL deep): fem3d_b3_30m at B 3, where the walk binds,
+# took 68.0 us for 174k of them (session 18); fem3d_b6 and fem3d_b4 measured within this rate
+BSR_WALK_STEPS_PER_US = 2560.0
 # warps the whole GPU starts, reads two row pointers in and retires per microsecond when their rows are empty:
 # spmv_csr_vec4 on hypersparse_1m (12.5M rows, 98% empty) took 1499.6 us at 16 lanes per row (6.25M warps) and
 # 2974.9 us at 32 (12.5M); split vec4 on empty95_tall_4m (13.3M rows) 235.5 and 409.5 us at 2 and 4 lanes (H200,
@@ -42,12 +45,18 @@ EFFICIENCY = {
     "spmv_csr_split_vec4": 0.78,
     "spmv_merge_path": 0.40,  # 0.70 guessed, 0.47 from circuit and empty70; 1.1-1.7x slower than 0.47 on 5 more (session 11)
     "spmv_sell_c_sigma": 0.80,
-    "spmv_dia": 0.45,  # 0.85 guessed; band_narrow 0.40, two stencils 0.45-0.51 (sessions 10-11)
+    # 0.85 guessed; band_narrow 0.40, two stencils 0.45-0.51 (sessions 10-11). Since its loads stopped waiting for the
+    # mask, five stencils above L2 measured 0.62-0.83 of this price (session 18, spmv_candidates_session18.json); kept
+    # until the new kernel is measured on a band: at 0.65 it would go first on band_narrow_10m, whose only DIA
+    # measurement (the old kernel) is 1.26x slower than u16
+    "spmv_dia": 0.45,
     "spmv_csr_u16": 0.60,  # 0.78 guessed; as vec4 (same walk): 1.3-1.7x slower than that on FEM and a 3D stencil (session 11)
     # as vec4 (the same walk over the nonempty rows); its first form ran latency-bound at 0.82-0.89 TB/s on
     # hypersparse_1m (session 16), the present one is not measured
     "spmv_csr_nonempty": 0.60,
-    "spmv_bsr": 0.60,  # a guess, as u16 (a walk of similar loads); not measured
+    # a guess, as u16 (a walk of similar loads); six candidates measured 0.69-1.36 of its price, geometric mean 0.99
+    # (FEM blocks faster than priced, block-diagonal ones slower; session 18)
+    "spmv_bsr": 0.60,
 }
 # the block sizes spmv_bsr offers (a 64-bit mask per block at most), each with its fill among the features
 BSR_BLOCKS = (2, 3, 4, 6, 8)
@@ -163,8 +172,8 @@ def predicted_us(kernel: str, start: Mapping[str, int], f: Mapping[str, float], 
         tail = row_max * STEP_US / 2  # one thread walks the longest row, two nonzeros per step
     elif kernel == "spmv_dia":
         # the kernel's bytes as measured in sessions 10-11 (4-byte mask words, row pointers always read); since
-        # session 12 it reads 1-2 byte words and skips an empty remainder's pointers, not yet measured: the model
-        # keeps the measured kernel's bytes until a measurement refits DIA's efficiency
+        # session 12 it reads 1-2 byte words and skips an empty remainder's pointers: the model keeps the first
+        # kernel's bytes until a measurement on a band refits DIA's efficiency
         stored, share = dia_layout(f, start["MAX_DIAGS"])
         rest = f["nnz"] * (1.0 - share)
         moved = (stored * f["rows"] * value_bytes + math.ceil(stored / 32) * 4 * f["rows"]
@@ -180,7 +189,7 @@ def predicted_us(kernel: str, start: Mapping[str, int], f: Mapping[str, float], 
                  + f["rows"] * value_bytes)
         gathers = blocks  # x is read B entries at a time, once per block
         per_step = (WARP_LANES // B) * start["UNROLL"]  # blocks a warp loads at once
-        walk = max(blocks / per_step / WALK_STEPS_PER_US, block_rows / WARPS_PER_US)
+        walk = max(blocks / per_step / BSR_WALK_STEPS_PER_US, block_rows / WARPS_PER_US)
         tail = math.ceil(row_max / B / per_step) * STEP_US  # the longest block row's warp
     elif kernel == "spmv_csr_u16":
         # 16-bit offsets where a row's columns span less than 64K (its base is its first column); the band's
