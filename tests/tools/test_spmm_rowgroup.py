@@ -12,7 +12,6 @@ import scipy.sparse as sp
 
 from sparseditto.knowledge_base.library import get_kernel
 from sparseditto.spec import parse_spec
-from sparseditto.tools.families import get_family
 from sparseditto.tools.families.base import Output, Problem
 from sparseditto.tools.families.csr_spmm.preparations import row_group_union
 
@@ -145,12 +144,12 @@ def test_kernel_compiles_without_spills_and_passes_the_compile_only_verifier(dty
 
 
 def test_the_planner_ranks_it_first_where_groups_share_columns_in_fp32_and_not_on_scattered_nonzeros():
-    family = get_family("csr_spmm")
+    from sparseditto.agents.planner import offline_plan
 
     def first(distribution: str) -> str:
         spec = parse_spec({"operation": "spmm", "pattern": {"distribution": distribution, "density": 0.002},
                            "M": 50_000, "K": 50_000, "N": 64, "dtype": "fp32"})
-        return family.strategies(spec, family.features(spec))[0].kernel
+        return offline_plan(spec).strategies[0].kernel
 
     assert first("banded") == "spmm_csr_rowgroup"
     assert first("uniform") == "spmm_csr_rowsplit"

@@ -13,8 +13,8 @@ The rates are measurements, not guesses (bench/NOTES.md, sessions 2-4, M = K = 4
 - the shared-memory tile was slower than row split on every spec measured (120-300 us against 18-73 us): it is
   priced at 2.5x row split, or at the copies of B it makes when they take longer: every block stages all K rows
   of its column slice (a 10M-nonzero band with K = 1M took 133 ms, session 18).
-Row groups on CUDA cores pull one B row per union column of a group at row split's rate, in 16 bits no faster
-than 1.1x the tensor-core row groups' time (no measurement of either yet).
+Row groups on CUDA cores pull one B row per union column of a group at 1/1.25 of row split's rate, in 16 bits no
+faster than 1.1x the tensor-core row groups' time (not measured yet).
 BSR on tensor cores pulls one B row per block column of each block (the same path as the row groups) and is
 priced at their rate; it has no measurement yet. The planner scales each prediction by the kernel's calibration
 from earlier runs on the same GPU (the experience store).
@@ -31,6 +31,9 @@ TENSOR_ELEMENTS_PER_US = 2.75e6
 SMEM_TILE_OVER_ROWSPLIT = 2.5
 SHARED_PER_SM = 228 * 1024
 ROWGROUP_16BIT_OVER_TENSOR = 1.1
+# a union column costs the row group more than a nonzero costs row split (its mask and column loads, the values'
+# scatter into the tile, a shared-memory read per product): a guess, so that rows sharing few columns stay on row split
+ROWGROUP_OVER_ROWSPLIT = 1.25
 
 
 def rowgroup_tile_bytes(f: Mapping[str, float]) -> float:
@@ -70,7 +73,8 @@ def predicted_us(kernel: str, start: Mapping[str, int], f: Mapping[str, float], 
         # slowed when the tiles leave fewer than 16 warps an SM to hide the gathers' latency
         unions = nnz / max(f.get("group_overlap", 1.0), 1.0) + 7.5 * f["rows"] / 8
         warps = min(64, start["WARPS"] * min(32, int(SHARED_PER_SM // (start["WARPS"] * rowgroup_tile_bytes(f)))))
-        pulled = unions * N / ROWSPLIT_PRODUCTS_PER_US[value_bytes] * rowsplit_lane_factor(start, N, value_bytes)
+        pulled = (ROWGROUP_OVER_ROWSPLIT * unions * N / ROWSPLIT_PRODUCTS_PER_US[value_bytes]
+                  * rowsplit_lane_factor(start, N, value_bytes))
         if value_bytes == 2:  # unmeasured in 16 bits: behind the tensor-core row groups' measured gathers
             pulled = max(pulled, ROWGROUP_16BIT_OVER_TENSOR * unions * N / TENSOR_ELEMENTS_PER_US)
         pulled /= min(1.0, warps / 16)
