@@ -76,6 +76,8 @@ def variants(spec) -> list[tuple[str, dict[str, int]]]:
                 for g, lr, ch, e in ((4, 64, 4096, 0), (4, 64, 4096, 1), (2, 64, 4096, 0), (8, 64, 4096, 0),
                                      (4, 256, 1024, 0), (2, 128, 2048, 0))]
         out += [("spmv_sell_c_sigma", {"C": c, "SIGMA": sigma, "BLOCK": 256}) for c, sigma in ((32, 1024), (32, 16384), (16, 4096))]
+        # RCM renumbering (session 18, not yet measured): does a banded order beat the gathers of a scattered one
+        out += [("spmv_csr_rcm", {"GROUP": g, "UNROLL": 2, "BLOCK": 256}) for g in (1, 2, 4)]
         return out
     if spec.family == "csr_spmv":
         skewed = getattr(spec.pattern, "distribution", "") == "power_law"

@@ -95,3 +95,16 @@ def test_row_walk_steps_agree_with_a_warp_by_warp_count():
             expected = brute_warp_steps(nonempty, g) * len(nonempty) / len(lengths)
             assert abs(f[f"walk_nonempty_short_steps_{g}"] - expected) < 1e-12
         assert f["long_rows"] == np.count_nonzero(lengths > SHORT_ROW) / len(lengths)
+
+
+def test_breadth_first_levels_tell_a_mesh_in_any_order_from_a_random_graph():
+    n = 300
+    eye = sp.identity(n, format="csr")
+    path = sp.diags([np.ones(n - 1), np.ones(n - 1)], [1, -1], format="csr")
+    grid = sp.csr_matrix(sp.kron(eye, path) + sp.kron(path, eye))
+    perm = np.random.default_rng(1).permutation(n * n)
+    scattered = features(grid[perm][:, perm])
+    assert scattered["bfs_levels"] >= 150  # 65,536 rows of a 2D grid lie within about 181 steps of the nearest start
+    assert scattered["x_sectors_per_nnz"] > 0.6 > features(grid)["x_sectors_per_nnz"]
+    assert features(random_matrix(n * n, n * n, 16 * n * n, 2))["bfs_levels"] <= 8
+    assert features(random_matrix(2000, 3000, 20_000, 3))["bfs_levels"] == 0.0  # rectangular: not a graph

@@ -23,7 +23,7 @@ from sparseditto.tools.families.base import Output, Problem, ProblemFamily
 from sparseditto.tools.launch_script import RUNTIME, launch_table, main_block
 from sparseditto.tools.matrices import (check_matrix_file, generate_csr, matrix_shape, read_matrix, row_lengths,
                                         sorted_distinct_columns)
-from sparseditto.tools.structure import sampled_bands, structural_features
+from sparseditto.tools.structure import bfs_levels, sampled_bands, structural_features
 from sparseditto.tools.values import draw_values
 
 if TYPE_CHECKING:
@@ -310,12 +310,15 @@ class CsrFamily(ProblemFamily):
         return lengths, sp.csr_matrix((np.ones(len(cols), np.float32), cols, rowptr), shape=(len(rows), K)), rows, None
 
     def features(self, spec: SpecBase) -> dict[str, float]:
-        """The structural features (tools/structure.py), and the subclass's own (the dense operand's width)."""
+        """The structural features (tools/structure.py), the breadth-first levels of a file's matrix (a drawn
+        pattern is never a renumbered mesh), and the subclass's own (the dense operand's width)."""
         lengths, sample, rows, column_counts = self.lengths_and_sample(spec)
         _, K, _ = spec_matrix_shape(spec)
+        whole = ({"bfs_levels": bfs_levels(read_matrix(spec.pattern.path), np.random.default_rng(spec.seed))}
+                 if isinstance(spec.pattern, MatrixFilePattern) else {})
         return {**structural_features(lengths, sample, rows, K, dtype_info(spec.dtype).bytes, column_counts,
                                       walks=self.prices_row_walks),
-                **self.operand_features(spec)}
+                **whole, **self.operand_features(spec)}
 
     def operand_features(self, spec: SpecBase) -> dict[str, float]:
         return {}

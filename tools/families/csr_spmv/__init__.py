@@ -17,6 +17,7 @@ from sparseditto.tools.families.csr_spmv.diagonal import diagonals
 from sparseditto.tools.families.csr_spmv.merge_path import merge_path
 from sparseditto.tools.families.csr_spmv.nonempty import nonempty_rows
 from sparseditto.tools.families.csr_spmv.preparations import long_row_chunk_ptr
+from sparseditto.tools.families.csr_spmv.rcm import rcm_reordered
 from sparseditto.tools.families.csr_spmv.sell import sell_c_sigma
 from sparseditto.tools.families.csr_spmv.u16 import csr_u16
 from sparseditto.tools.structure import SHORT_ROW, WALK_GROUPS
@@ -38,6 +39,13 @@ class CsrSpmvSpec(CsrSpecFields):
 # its lists (16 bytes per nonempty row) cost more than the row pointers it skips (4 bytes per empty row), and the
 # cost model would still let it take a contender's iteration
 MANY_EMPTY_ROWS = 0.25
+# RCM renumbering is offered for square matrices whose x reads are scattered, at least this many distinct 32-byte
+# sectors of x per nonzero within a band of rows (a mesh or road grid in a random order reads about one; in their
+# natural order a few tenths), and whose graph is mesh-like: a breadth-first search takes at least MESH_LEVELS levels
+# to reach 65,536 rows (the suite's road grids 193-195, stencil2d_9pt 176, fem3d_b4 15; its web, circuit and
+# power-law graphs 4-7, as a uniform random matrix, which never becomes banded). Both guesses, not measured.
+SCATTERED_X = 0.6
+MESH_LEVELS = 10
 # the least block fill (nonzeros over stored elements) at which BSR is offered: below it a block stores more zeros
 # than a CSR nonzero's column index costs (a guess from the bytes, not measured)
 DENSE_BLOCKS = 0.5
@@ -50,10 +58,12 @@ class CsrSpmv(CsrFamily):
     kernels_dir = KERNELS_ROOT / "csr_spmv"
     preparations = {"long_row_chunk_ptr": long_row_chunk_ptr, "sell_c_sigma": sell_c_sigma,
                     "diagonals": diagonals, "merge_path": merge_path, "csr_u16": csr_u16,
-                    "nonempty_rows": nonempty_rows, "bsr_masked": bsr_masked}
+                    "nonempty_rows": nonempty_rows, "bsr_masked": bsr_masked,
+                    "rcm_reordered": rcm_reordered}
     target_speedup = 1.5
     # a new version whenever prices change: calibrations measured against an older model no longer count
-    cost_model = "row walks as warp steps with a floor of started warps; nonempty-rows walks (session 17), BSR walks (session 18)"
+    cost_model = ("row walks as warp steps with a floor of started warps; nonempty-rows walks (session 17), BSR walks and "
+                  "RCM renumbering (session 18)")
     example_spec = {"name": "small_spmv", "operation": "spmv", "pattern": {"distribution": "uniform", "nnz_per_row": 16},
                     "M": 65536, "K": 65536, "dtype": "fp32", "budget": {"iterations": 4}}
     dense_name = "x"
@@ -116,6 +126,12 @@ class CsrSpmv(CsrFamily):
             starts.append(StrategyStart("spmv_bsr", {"B": block, **bsr},
                                         f"{block} x {block} dense blocks ({fill:.0%} full): one column index per block "
                                         f"({blocks:.3g} blocks), the absent entries masked"))
+        if f["x_sectors_per_nnz"] >= SCATTERED_X and f.get("bfs_levels", 0.0) >= MESH_LEVELS:
+            rcm_group = fastest_group("spmv_csr_rcm", {"UNROLL": 2, "BLOCK": 256})
+            starts.append(StrategyStart("spmv_csr_rcm", {"GROUP": rcm_group, "UNROLL": 2, "BLOCK": 256},
+                                        f"rows and columns renumbered by reverse Cuthill-McKee: x reads touch "
+                                        f"{f['x_sectors_per_nnz']:.2f} sectors a nonzero in this order, "
+                                        f"{rcm_group} lanes per row"))
         if f["row_max"] <= SHORT_ROW:  # nothing to split: the same walk as spmv_csr_vec4, priced the same, would
             starts = [s for s in starts if s.kernel != "spmv_csr_split_vec4"]  # take a contender's place
         ranked = [replace(s, predicted_us=self.predicted_us(spec, f, s.kernel, s.start)) for s in starts]

@@ -57,7 +57,11 @@ EFFICIENCY = {
     # a guess, as u16 (a walk of similar loads); six candidates measured 0.69-1.36 of its price, geometric mean 0.99
     # (FEM blocks faster than priced, block-diagonal ones slower; session 18)
     "spmv_bsr": 0.60,
+    "spmv_csr_rcm": 0.60,  # as vec4 (the same walk); not measured
 }
+# after RCM renumbering a mesh or road grid is banded: its x reads are priced at the sectors of a band, a quarter of
+# a sector per nonzero in fp32 (band_narrow_10m's feature: 0.26), a guess until measured
+RCM_X_SECTORS_PER_NNZ = 0.25
 # the block sizes spmv_bsr offers (a 64-bit mask per block at most), each with its fill among the features
 BSR_BLOCKS = (2, 3, 4, 6, 8)
 
@@ -81,6 +85,13 @@ def x_bytes(f: Mapping[str, float], value_bytes: int) -> float:
     if once <= H200_L2_BYTES / 2:
         return once
     return once + scattered_reads(f) * SECTOR / 2
+
+
+def once_in_scattered_order(nbytes: float) -> float:
+    """An array read or written once, element by element in a scattered order (RCM's permutations of x and y): its
+    bytes while it fits in half of L2 (a sector stays until its other elements come), beyond that half of the
+    elements cost a sector each."""
+    return nbytes if nbytes <= H200_L2_BYTES / 2 else nbytes * (1 + SECTOR / 8)
 
 
 def scattered_reads(f: Mapping[str, float]) -> float:
@@ -191,6 +202,14 @@ def predicted_us(kernel: str, start: Mapping[str, int], f: Mapping[str, float], 
         per_step = (WARP_LANES // B) * start["UNROLL"]  # blocks a warp loads at once
         walk = max(blocks / per_step / BSR_WALK_STEPS_PER_US, block_rows / WARPS_PER_US)
         tail = math.ceil(row_max / B / per_step) * STEP_US  # the longest block row's warp
+    elif kernel == "spmv_csr_rcm":
+        renumbered = {**f, "x_sectors_per_nnz": RCM_X_SECTORS_PER_NNZ}
+        moved = (csr_bytes(renumbered, value_bytes) + 4 * (f["cols"] + f["rows"]) + f["cols"] * value_bytes
+                 + once_in_scattered_order(f["cols"] * value_bytes) + once_in_scattered_order(f["rows"] * value_bytes))
+        gathers = f["nnz"] * RCM_X_SECTORS_PER_NNZ + f["cols"] + f["rows"]
+        walk = max(walk_us(f[f"walk_steps_{start['GROUP']}"], f, start["UNROLL"]), warps_us)  # vec4's walk
+        tail = row_max / (4 * start["GROUP"] * max(start["UNROLL"], 1)) * STEP_US
+        launches = 2
     elif kernel == "spmv_csr_u16":
         # 16-bit offsets where a row's columns span less than 64K (its base is its first column); the band's
         # half-width bounds the span, else every nonzero is assumed to fall back to its 32-bit index
