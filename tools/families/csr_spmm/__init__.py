@@ -22,7 +22,8 @@ class CsrSpmmSpec(CsrSpecFields):
     N: Annotated[int, Field(ge=1, le=1 << 20)] = 1
 
 
-# the row-group kernel's tile for one warp in shared memory (a block of one warp at the most the planner offers)
+# the largest estimated row-group tile (one warp's, in shared memory) at which the planner offers that kernel: a block
+# of one warp must fit in the 227 KB an SM gives a block, and the estimate may fall short of the longest group
 ROWGROUP_TILE_LIMIT = 160 * 1024
 
 
