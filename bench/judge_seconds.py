@@ -7,24 +7,15 @@ bounds, and CheckedOutput.judge on the reference plus a small error (every eleme
 from __future__ import annotations
 
 import argparse
-import resource
-import time
 
 import numpy as np
+from host_prep_seconds import timed  # bench/ is the script's folder
 
 from sparseditto.spec import parse_spec
 from sparseditto.tools.correctness import CheckedOutput
 from sparseditto.tools.dtypes import to_float64, to_storage
 from sparseditto.tools.families import get_family
 from sparseditto.tools.values import numerics
-
-
-def timed(label: str, work):
-    start = time.perf_counter()
-    result = work()
-    peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-    print(f"  {label:22s} {time.perf_counter() - start:7.2f} s  (peak {peak_gb:5.2f} GB)", flush=True)
-    return result
 
 
 def case(name: str, rows: int, per_row: float, specials: bool) -> None:

@@ -165,9 +165,10 @@ def structural_features(lengths: np.ndarray, sample: sp.csr_matrix, rows: np.nda
 
 def bfs_levels(matrix: sp.csr_matrix, rng: np.random.Generator, reach: int = 1 << 16, most: int = 4096) -> float:
     """The levels of a breadth-first search over each row's columns (square matrices; 0 otherwise) from a random
-    nonempty row until it has reached `reach` rows: a mesh or road grid takes hundreds (a 2D grid about 180, a 3D
-    one about 40) in any order of its rows, a random or power-law graph a handful. Whether renumbering can make a
-    matrix banded, which no feature of its present order says."""
+    nonempty row until it has reached `reach` rows: a mesh or road grid takes tens to hundreds in any order of its
+    rows (the suite's road grids 193-195, its 2D stencil 176, its 3D FEM matrix 15), a random or power-law graph a
+    handful (4-7; evals/results/issue14_h200/planner_prices_session18.txt). Whether renumbering can make a matrix
+    banded, which no feature of its present order says."""
     M = matrix.shape[0]
     nonempty = np.flatnonzero(np.diff(matrix.indptr))
     if matrix.shape[1] != M or not len(nonempty):

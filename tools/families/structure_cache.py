@@ -77,7 +77,6 @@ def by_structure(make: Callable[[np.ndarray, np.ndarray, dict[str, int]], Struct
 
     def preparation(problem: Problem, params: dict[str, int]) -> Prepared:
         rowptr, colind = problem.inputs["rowptr"], problem.inputs["colind"]
-        values = np.asarray(problem.inputs["values"])
         key = (make.__qualname__, _digest(rowptr, colind), tuple(sorted(params.items())))
         with _lock:
             entry = _cache.get(key)
@@ -95,7 +94,8 @@ def by_structure(make: Callable[[np.ndarray, np.ndarray, dict[str, int]], Struct
         else:
             _reused.ms = getattr(_reused, "ms", 0.0) + entry.ms
         arrays = dict(entry.structure.arrays)
-        for name, g in entry.structure.gathers.items():
+        for name, g in entry.structure.gathers.items():  # a preparation of the pattern alone has none
+            values = np.asarray(problem.inputs["values"])
             out = np.zeros(g.size, dtype=values.dtype)
             out[g.dst] = values[g.src]
             arrays[name] = out

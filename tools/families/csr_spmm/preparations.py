@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from sparseditto.tools.families.base import Prepared, Problem
 from sparseditto.tools.families.csr_common import at_least_one
+from sparseditto.tools.families.structure_cache import Structure, by_structure
 from sparseditto.tools.matrices import sorted_unique
 
 
@@ -19,18 +19,19 @@ def row_group_keys(rowptr: np.ndarray, colind: np.ndarray) -> tuple[np.ndarray, 
     return keys, sorted_unique(keys), K
 
 
-def row_group_union(problem: Problem, params: dict[str, int]) -> Prepared:
+@by_structure
+def row_group_union(rowptr: np.ndarray, colind: np.ndarray, params: dict[str, int]) -> Structure:
     """For each group of 8 consecutive rows, the sorted union of their column indices, padded with the group's
     last column to a multiple of 16 (`group_cols`, group g at group_ptr[g] .. group_ptr[g+1]), and for every
     nonzero its place in its group's 8 x (max_union + 8) tile: (row % 8) * (max_union + 8) + its position in
     the union (`nnz_tile_pos`), and per union entry the bits of the group's rows that hold it (`group_mask`, bit
     r for row 8g + r; 0 on padding), so that a kernel on CUDA cores multiplies present entries only and an Inf in B
     reaches only the rows that reference it. Each (row, column) must appear once: a repeat would take one tile
-    place twice. Depends on the pattern only; values stay in CSR."""
-    rowptr = problem.inputs["rowptr"].astype(np.int64)
+    place twice. Depends on the pattern only (made once per structure, `by_structure`); values stay in CSR."""
+    rowptr = rowptr.astype(np.int64)
     M = len(rowptr) - 1
     n_groups = -(-M // 8)
-    keys, union, K = row_group_keys(rowptr, problem.inputs["colind"])
+    keys, union, K = row_group_keys(rowptr, colind)
     group_of_nnz = keys // K
     nnz_slot_global = np.searchsorted(union, keys)
     union_group = union // K
@@ -58,6 +59,6 @@ def row_group_union(problem: Problem, params: dict[str, int]) -> Prepared:
     tile_pos = (row_in_group * (max_union + 8) + slot).astype(np.int32)
     arrays = {"group_cols": group_cols, "group_ptr": starts.astype(np.int32),
               "nnz_tile_pos": at_least_one(tile_pos), "group_mask": group_mask.astype(np.int32)}
-    return arrays, {"n_groups": n_groups, "max_union": max_union}
+    return Structure(arrays, {"n_groups": n_groups, "max_union": max_union}, gathers={})
 
 

@@ -43,7 +43,8 @@ MANY_EMPTY_ROWS = 0.25
 # sectors of x per nonzero within a band of rows (a mesh or road grid in a random order reads about one; in their
 # natural order a few tenths), and whose graph is mesh-like: a breadth-first search takes at least MESH_LEVELS levels
 # to reach 65,536 rows (the suite's road grids 193-195, stencil2d_9pt 176, fem3d_b4 15; its web, circuit and
-# power-law graphs 4-7, as a uniform random matrix, which never becomes banded). Both guesses, not measured.
+# power-law graphs 4-7: evals/results/issue14_h200/planner_prices_session18.txt; a uniform random matrix, which never
+# becomes banded, at most 8: tests/tools/test_structure.py). Both thresholds guesses, not measured.
 SCATTERED_X = 0.6
 MESH_LEVELS = 10
 # the least block fill (nonzeros over stored elements) at which BSR is offered: below it a block stores more zeros

@@ -30,7 +30,8 @@ STEP_US = 1.6
 # warp steps the whole GPU completes per microsecond when many warps walk (1250-2600 across the 16 candidates)
 WALK_STEPS_PER_US = 1800.0
 # spmv_bsr's warp steps (32 / B blocks a lane group each, UNROLL deep): fem3d_b3_30m at B 3, where the walk binds,
-# took 68.0 us for 174k of them (session 18); fem3d_b6 and fem3d_b4 measured within this rate
+# took 68.0 us for 174k of them (the model's count: bsr_layout's blocks, 20 a step; session 18); fem3d_b6 and fem3d_b4
+# measured within this rate
 BSR_WALK_STEPS_PER_US = 2560.0
 # warps the whole GPU starts, reads two row pointers in and retires per microsecond when their rows are empty:
 # spmv_csr_vec4 on hypersparse_1m (12.5M rows, 98% empty) took 1499.6 us at 16 lanes per row (6.25M warps) and
@@ -87,11 +88,12 @@ def x_bytes(f: Mapping[str, float], value_bytes: int) -> float:
     return once + scattered_reads(f) * SECTOR / 2
 
 
-def once_in_scattered_order(nbytes: float) -> float:
+def once_in_scattered_order(elements: float, element_bytes: int) -> float:
     """An array read or written once, element by element in a scattered order (RCM's permutations of x and y): its
     bytes while it fits in half of L2 (a sector stays until its other elements come), beyond that half of the
-    elements cost a sector each."""
-    return nbytes if nbytes <= H200_L2_BYTES / 2 else nbytes * (1 + SECTOR / 8)
+    elements cost a sector each as well."""
+    nbytes = elements * element_bytes
+    return nbytes if nbytes <= H200_L2_BYTES / 2 else nbytes + elements * SECTOR / 2
 
 
 def scattered_reads(f: Mapping[str, float]) -> float:
@@ -144,10 +146,20 @@ def predicted_us(kernel: str, start: Mapping[str, int], f: Mapping[str, float], 
     launches, tail, walk, gathers = 1, 0.0, 0.0, scattered_reads(f)
     # the time to start the warps of a row-per-group walk: one per 32 / GROUP rows, empty ones included
     warps_us = f["rows"] * start.get("GROUP", 0) / 32 / WARPS_PER_US
-    if kernel == "spmv_csr_vec4":
-        moved = csr_bytes(f, value_bytes)
+    if kernel in ("spmv_csr_vec4", "spmv_csr_rcm"):  # one walk: RCM walks its renumbered rows as vec4 does
         walk = max(walk_us(f[f"walk_steps_{start['GROUP']}"], f, start["UNROLL"]), warps_us)
         tail = row_max / (4 * start["GROUP"] * max(start["UNROLL"], 1)) * STEP_US
+        if kernel == "spmv_csr_vec4":
+            moved = csr_bytes(f, value_bytes)
+        else:
+            # the renumbered matrix, x' read in its banded order and written by the permutation, which reads x in
+            # scattered order, y stored in scattered order, and the two renumberings
+            renumbered = {**f, "x_sectors_per_nnz": RCM_X_SECTORS_PER_NNZ}
+            moved = (f["nnz"] * (4 + value_bytes) + 4 * (f["rows"] + 1) + x_bytes(renumbered, value_bytes)
+                     + f["cols"] * value_bytes + once_in_scattered_order(f["cols"], value_bytes)
+                     + once_in_scattered_order(f["rows"], value_bytes) + 4 * (f["cols"] + f["rows"]))
+            gathers = f["nnz"] * RCM_X_SECTORS_PER_NNZ + f["cols"] + f["rows"]
+            launches = 2
     elif kernel == "spmv_csr_nonempty":
         nonempty_rows = f["rows"] * (1.0 - f["empty_rows"])
         # values and columns, the walk list (row, start, end) and the fill's sorted list, x, and y (every row once)
@@ -202,14 +214,6 @@ def predicted_us(kernel: str, start: Mapping[str, int], f: Mapping[str, float], 
         per_step = (WARP_LANES // B) * start["UNROLL"]  # blocks a warp loads at once
         walk = max(blocks / per_step / BSR_WALK_STEPS_PER_US, block_rows / WARPS_PER_US)
         tail = math.ceil(row_max / B / per_step) * STEP_US  # the longest block row's warp
-    elif kernel == "spmv_csr_rcm":
-        renumbered = {**f, "x_sectors_per_nnz": RCM_X_SECTORS_PER_NNZ}
-        moved = (csr_bytes(renumbered, value_bytes) + 4 * (f["cols"] + f["rows"]) + f["cols"] * value_bytes
-                 + once_in_scattered_order(f["cols"] * value_bytes) + once_in_scattered_order(f["rows"] * value_bytes))
-        gathers = f["nnz"] * RCM_X_SECTORS_PER_NNZ + f["cols"] + f["rows"]
-        walk = max(walk_us(f[f"walk_steps_{start['GROUP']}"], f, start["UNROLL"]), warps_us)  # vec4's walk
-        tail = row_max / (4 * start["GROUP"] * max(start["UNROLL"], 1)) * STEP_US
-        launches = 2
     elif kernel == "spmv_csr_u16":
         # 16-bit offsets where a row's columns span less than 64K (its base is its first column); the band's
         # half-width bounds the span, else every nonzero is assumed to fall back to its 32-bit index

@@ -1,0 +1,32 @@
+"""The offline plan of SpMV fp32 on suite matrices, no GPU needed: per matrix the features that decide which formats
+are offered (breadth-first levels, x sectors per nonzero, block fill) and every strategy the plan ranks, with its start
+and predicted microseconds. The matrices are written to a temporary folder first.
+
+`python3 bench/planner_prices.py NAME[,NAME...]`"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+from sparseditto.agents.planner import offline_plan
+from sparseditto.evals.matrix_suite import write_suite
+from sparseditto.spec import parse_spec
+
+
+def main(names: list[str]) -> None:
+    with tempfile.TemporaryDirectory(prefix="planner_prices_") as folder:
+        write_suite(Path(folder), names=names)
+        for name in names:
+            plan = offline_plan(parse_spec({"name": name, "operation": "spmv", "dtype": "fp32",
+                                            "pattern": {"kind": "matrix_file", "path": f"{folder}/{name}.npz"}}))
+            f = plan.features
+            print(f"{name}: bfs_levels {f.get('bfs_levels', 0):.0f}, x_sectors_per_nnz {f['x_sectors_per_nnz']:.2f}, "
+                  f"block_fill_4 {f['block_fill_4']:.2f}")
+            for s in plan.strategies:
+                print(f"  {s.kernel:22s} {s.predicted_us:8.1f} us  {s.start}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1].split(","))
