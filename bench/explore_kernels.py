@@ -18,7 +18,7 @@ from sparseditto.knowledge_base.library import get_kernel
 from sparseditto.spec import load_spec
 from sparseditto.tools.device import detect
 from sparseditto.tools.families import get_family
-from sparseditto.tools.families.csr_spmm import rowsplit_lanes
+from sparseditto.tools.families.csr_spmm import rowgroup_lanes_and_slabs, rowsplit_lanes
 from sparseditto.tools.verifier import GpuVerifier
 
 
@@ -91,8 +91,18 @@ def variants(spec) -> list[tuple[str, dict[str, int]]]:
     wide, unroll = (4, 8) if spec.dtype == "fp32" else (8, 4)
     lanes = rowsplit_lanes(spec.N, wide)
     out.append(("spmm_csr_rowsplit", {"VW": wide, "LANES": lanes, "WARPS": 4, "UNROLL": unroll}))
+    group_lanes, slabs = rowgroup_lanes_and_slabs(spec.N, wide)
+    if os.environ.get("SPMM_SWEEP") == "1":
+        # row groups sharing out their union (session 19): lanes a piece (so subsets a group), slabs a warp, unroll and
+        # warps a block around the planner's start; the planner's start first, the big-K shared-memory tile left out
+        grid = [(group_lanes, slabs, 2, 4)] + [(ln, sl, u, w) for ln in (4, 8, 16, 32) for sl in (1, 2, 4)
+                                               for u, w in ((2, 4), (4, 8))
+                                               if (ln, sl, u, w) != (group_lanes, slabs, 2, 4)]
+        out += [("spmm_csr_rowgroup", {"VW": wide, "LANES": ln, "SLABS": sl, "UNROLL": u, "WARPS": w})
+                for ln, sl, u, w in grid if ln * wide * sl <= 2 * max(spec.N, ln * wide)]
+        return out
     for warps, u in ((4, 2), (8, 2), (8, 4)):
-        out.append(("spmm_csr_rowgroup", {"VW": wide, "LANES": lanes, "WARPS": warps, "UNROLL": u}))
+        out.append(("spmm_csr_rowgroup", {"VW": wide, "LANES": group_lanes, "SLABS": slabs, "WARPS": warps, "UNROLL": u}))
     for lpr, warps, rpg, kc, u in ((8, 32, 1, 512, 4),):
         out.append(("spmm_csr_smem_tile", {"LPR": lpr, "WARPS": warps, "RPG": rpg, "KC": kc, "UNROLL": u}))
     if spec.dtype != "fp32":

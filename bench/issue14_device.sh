@@ -14,6 +14,8 @@
 # gpu: the GPU tests of the files named by FILES (required), selected by the -k expression TESTS, verbose (the whole
 #   suite no longer fits one call).
 # setup: only the installation above (for scripts run directly after it in the same call).
+# spmmsweep: row-group SpMM variants (bench/explore_kernels.py, SPMM_SWEEP=1) on the suite matrices named by NAMES at
+#   each N of NS and dtype of DTYPES.
 # spmvsweep: every SpMV row-walk form (bench/explore_kernels.py, SPMV_SWEEP=1) on the suite matrices named by NAMES.
 # ncu24: Nsight Compute's full set on the Hopper 2:4 kernel at 4096^3 fp16, with a digest of its sections.
 # ncu8: the same on the e4m3 product at 8192^3, promoted every 2 instructions (the planner's start), its first launch
@@ -116,6 +118,22 @@ case $what in
     done
     SPMV_SWEEP=1 timeout ${EXPLORE_SECONDS:-240} python3 bench/explore_kernels.py "$out/sweep" $specs 2>&1 \
       | tee "$out/explore_spmv_sweep.txt" | grep -v "^  " | tail -n 8
+    ;;
+  spmmsweep)  # bench/explore_kernels.py's SPMM_SWEEP variants (row groups around the planner's start, beside row split)
+    # on the suite matrices named by NAMES, at each N of NS and dtype of DTYPES
+    python3 -m sparseditto.evals.matrix_suite $mats --names ${NAMES:-band_narrow_10m,fem3d_b4_8m} 2>&1 | tail -n 1
+    specs=""
+    for name in $(echo ${NAMES:-band_narrow_10m,fem3d_b4_8m} | tr , ' '); do
+      for n in $(echo ${NS:-32,128} | tr , ' '); do
+        for dt in $(echo ${DTYPES:-fp32} | tr , ' '); do
+          printf 'name: %s-spmm-%s-n%s\noperation: spmm\ndtype: %s\nN: %s\npattern: {kind: matrix_file, path: %s}\n' \
+            $name $dt $n $dt $n $mats/$name.npz > /tmp/$name-$dt-$n.yaml
+          specs="$specs /tmp/$name-$dt-$n.yaml"
+        done
+      done
+    done
+    SPMM_SWEEP=1 timeout ${EXPLORE_SECONDS:-400} python3 bench/explore_kernels.py "$out/sweep" $specs 2>&1 \
+      | tee "$out/explore_spmm_sweep.txt" | grep -v "^  " | tail -n 8
     ;;
   spmv|spmm)
     if [ $what = spmv ]; then

@@ -15,7 +15,10 @@ summary: >
   preparation `row_group_union` lists each group's union of columns with a mask of the rows holding
   each; the warp scatters its group's values into a tile in shared memory and multiplies present
   entries only (an Inf in B reaches only the rows that reference it). Lanes split as RSUB = 32 / LANES
-  row subsets of LANES lanes; each lane owns VW consecutive columns (one 16-byte load) of 8 / RSUB rows.
+  subsets of LANES lanes that share out the union's columns (each B piece is loaded by one lane only);
+  each lane owns VW consecutive columns (one 16-byte load) of all 8 rows, and the subsets' partial sums
+  meet by shuffles at the end. A warp covers SLABS column slabs of LANES x VW in turn, so that A, its
+  tile places and the union are read once for SLABS slabs.
 preparation: row_group_union
 streams: [rowptr, values, nnz_tile_pos, group_cols, group_ptr, group_mask]
 parameters:
@@ -23,24 +26,28 @@ parameters:
   UNROLL: [1, 2, 4]
   WARPS: [1, 2, 4, 8]
   VW: [1, 2, 4, 8]
+  SLABS: [1, 2, 4, 8]
 constraints:  # over the parameters and the problem symbols; a choice breaking one is never tried
   - "VW * value_bytes <= 16"
   - "value_bytes == 4 or VW >= 2"
-  - "LANES == 4 or LANES * VW <= 2 * N"  # at most half of a row subset's lanes idle
+  - "LANES == 4 or LANES * VW <= 2 * N"  # at most half of a subset's lanes idle
+  - "SLABS == 1 or LANES * VW * (SLABS - 1) < N"  # no slab without columns
 kernels:
   - entry: spmm_csr_rowgroup
-    grid: ["ceil_div(n_groups, WARPS)", "ceil_div(N, LANES * VW)", "1"]
+    grid: ["ceil_div(n_groups, WARPS)", "ceil_div(N, LANES * VW * SLABS)", "1"]
     block: ["32 * WARPS", "1", "1"]
     shared_bytes: "WARPS * 8 * (max_union + 8) * 4"
     args: [rowptr, values, nnz_tile_pos, group_cols, group_ptr, group_mask, B, C, M, N, n_groups, max_union]
 ---*/
-// Mapping: warp w of block (bx, by) takes row group grp = bx*WARPS + w (rows 8*grp .. +8). Lane l is in row
-// subset s = l / LANES, owning rows 8*grp + s*RPL .. +RPL, and piece p = l % LANES, owning columns
-// c0 = by*LANES*VW + p*VW .. +VW of B and C. The warp's tile (8 rows x max_union + 8 floats in shared memory)
-// receives the group's nonzeros at their places (`nnz_tile_pos`); nothing else of it is ever read, so it is
-// not cleared. For each union column (group_cols[u], mask group_mask[u]) every lane loads its piece of that
-// B row once and adds weight x piece to each of its rows whose mask bit is set. The padded union (a multiple
-// of 16 wide, padding masked 0) lets UNROLL columns' loads be issued before their FMAs without a bound check.
+// Mapping: warp w of block (bx, by) takes row group grp = bx*WARPS + w (rows 8*grp .. +8). Lane l is in subset
+// s = l / LANES and owns piece p = l % LANES: columns c0 = (by*SLABS + slab)*LANES*VW + p*VW .. +VW of B and C, for
+// slab = 0 .. SLABS-1 in turn. The warp's tile (8 rows x max_union + 8 floats in shared memory) receives the group's
+// nonzeros at their places (`nnz_tile_pos`); nothing else of it is ever read, so it is not cleared. Subset s takes
+// the union columns in chunks of UNROLL, chunk s, s + RSUB, ... (the padded union, a multiple of 16 wide with
+// padding masked 0, makes every chunk whole); for each (group_cols[u], mask group_mask[u]) its lanes load their
+// piece of that B row once and add weight x piece to each of the 8 rows whose mask bit is set. Then the subsets'
+// partial sums are reduced and scattered in log2(RSUB) shuffle steps, halving the rows each lane keeps, until
+// subset s holds the totals of rows s*RPL .. +RPL, which it stores.
 #define RSUB (32 / LANES)
 #define RPL (8 / RSUB)
 
@@ -54,6 +61,21 @@ __device__ __forceinline__ void sd_store_piece(value_t* __restrict__ p, const fl
     else if constexpr (BYTES == 8) *reinterpret_cast<uint2*>(p) = *reinterpret_cast<const uint2*>(e);
     else if constexpr (BYTES == 4) *reinterpret_cast<unsigned*>(p) = *reinterpret_cast<const unsigned*>(e);
     else p[0] = e[0];
+}
+
+// One reduce-scatter step between subsets `bit` apart: of the LIVE rows in acc[0 .. LIVE), the lane keeps the upper
+// half when its subset has `bit` set and the lower half otherwise, adds the partner's sums of that half, and sends
+// the partner the other half; the kept rows move to acc[0 .. LIVE/2).
+template <int LIVE>
+__device__ __forceinline__ void sd_halve_rows(float (&acc)[8][VW], int bit, bool upper) {
+#pragma unroll
+    for (int i = 0; i < LIVE / 2; ++i)
+#pragma unroll
+        for (int v = 0; v < VW; ++v) {
+            const float keep = upper ? acc[i + LIVE / 2][v] : acc[i][v];
+            const float send = upper ? acc[i][v] : acc[i + LIVE / 2][v];
+            acc[i][v] = keep + __shfl_xor_sync(SD_FULL_MASK, send, bit * LANES);
+        }
 }
 
 extern "C" __global__ void __launch_bounds__(32 * WARPS)
@@ -74,53 +96,65 @@ spmm_csr_rowgroup(const int* __restrict__ rowptr, const value_t* __restrict__ va
     for (int j = nz_lo + lane; j < nz_hi; j += 32) tile[__ldg(nnz_tile_pos + j)] = sd_to_f32(__ldg(values + j));
     __syncwarp();
 
-    const int r0 = (lane / LANES) * RPL;
-    const int c0 = blockIdx.y * (LANES * VW) + (lane % LANES) * VW;
-    const bool active = c0 < N, vec_ok = (N % VW == 0) && (c0 + VW <= N);
-    float acc[RPL][VW];
+    const int sub = lane / LANES;
+#pragma unroll 1
+    for (int slab = 0; slab < SLABS; ++slab) {
+        const int c0 = ((blockIdx.y * SLABS + slab) * LANES + lane % LANES) * VW;
+        if (c0 - lane % LANES * VW >= N) break;  // the slab is past N for the whole warp
+        const bool active = c0 < N, vec_ok = (N % VW == 0) && (c0 + VW <= N);
+        float acc[8][VW];
 #pragma unroll
-    for (int i = 0; i < RPL; ++i)
+        for (int i = 0; i < 8; ++i)
 #pragma unroll
-        for (int v = 0; v < VW; ++v) acc[i][v] = 0.f;
+            for (int v = 0; v < VW; ++v) acc[i][v] = 0.f;
 
-    for (int u = 0; u < width; u += UNROLL) {
-        float b[UNROLL][VW];
-        unsigned rows[UNROLL];
+        for (int u = sub * UNROLL; u < width; u += RSUB * UNROLL) {
+            float b[UNROLL][VW];
+            unsigned rows[UNROLL];
 #pragma unroll
-        for (int q = 0; q < UNROLL; ++q) {
-            const int k = __ldg(group_cols + u0 + u + q);
-            rows[q] = ((unsigned)__ldg(group_mask + u0 + u + q) >> r0) & ((1u << RPL) - 1u);
-            const value_t* brow = B + (long long)k * N + c0;
+            for (int q = 0; q < UNROLL; ++q) {
+                const int k = __ldg(group_cols + u0 + u + q);
+                rows[q] = (unsigned)__ldg(group_mask + u0 + u + q);
+                const value_t* brow = B + (long long)k * N + c0;
+                if (vec_ok) {
+                    sd_load_vec<VW>(brow, b[q]);
+                } else {
+#pragma unroll
+                    for (int v = 0; v < VW; ++v) b[q][v] = active && c0 + v < N ? sd_to_f32(__ldg(brow + v)) : 0.f;
+                }
+            }
+#pragma unroll
+            for (int q = 0; q < UNROLL; ++q)
+#pragma unroll
+                for (int i = 0; i < 8; ++i)
+                    if (rows[q] & (1u << i)) {
+                        const float w = tile[i * stride + u + q];
+#pragma unroll
+                        for (int v = 0; v < VW; ++v) acc[i][v] += w * b[q][v];
+                    }
+        }
+
+        // every lane takes part in the shuffles, those past N included
+        if constexpr (RSUB >= 8) sd_halve_rows<8>(acc, 4, sub & 4);
+        if constexpr (RSUB >= 4) sd_halve_rows<(RSUB >= 8 ? 4 : 8)>(acc, 2, sub & 2);
+        if constexpr (RSUB >= 2) sd_halve_rows<2 * RPL>(acc, 1, sub & 1);
+
+        if (!active) continue;
+#pragma unroll
+        for (int i = 0; i < RPL; ++i) {
+            const int row = 8 * grp + sub * RPL + i;
+            if (row >= M) break;
+            value_t* crow = C + (long long)row * N + c0;
+            float out[VW];
+#pragma unroll
+            for (int v = 0; v < VW; ++v) out[v] = acc[i][v];
             if (vec_ok) {
-                sd_load_vec<VW>(brow, b[q]);
+                sd_store_piece(crow, out);
             } else {
 #pragma unroll
-                for (int v = 0; v < VW; ++v) b[q][v] = active && c0 + v < N ? sd_to_f32(__ldg(brow + v)) : 0.f;
+                for (int v = 0; v < VW; ++v)
+                    if (c0 + v < N) crow[v] = sd_from_f32(out[v]);
             }
-        }
-#pragma unroll
-        for (int q = 0; q < UNROLL; ++q)
-#pragma unroll
-            for (int i = 0; i < RPL; ++i)
-                if (rows[q] & (1u << i)) {
-                    const float w = tile[(r0 + i) * stride + u + q];
-#pragma unroll
-                    for (int v = 0; v < VW; ++v) acc[i][v] += w * b[q][v];
-                }
-    }
-
-    if (!active) return;
-#pragma unroll
-    for (int i = 0; i < RPL; ++i) {
-        const int row = 8 * grp + r0 + i;
-        if (row >= M) break;
-        value_t* crow = C + (long long)row * N + c0;
-        if (vec_ok) {
-            sd_store_piece(crow, acc[i]);
-        } else {
-#pragma unroll
-            for (int v = 0; v < VW; ++v)
-                if (c0 + v < N) crow[v] = sd_from_f32(acc[i][v]);
         }
     }
 }

@@ -32,6 +32,14 @@ def rowsplit_lanes(N: int, vw: int) -> int:
     return next((lanes for lanes in (4, 8, 16) if lanes * vw >= N), 32)
 
 
+def rowgroup_lanes_and_slabs(N: int, vw: int) -> tuple[int, int]:
+    """Row groups' start: at most 8 lanes a piece, so that at least 4 subsets share out a group's union columns (a
+    quarter of the dependent gathers per lane), and up to 4 column slabs in each warp, so that wider N reads A and its
+    tile places once per 4 slabs rather than once per slab."""
+    lanes = min(rowsplit_lanes(N, vw), 8)
+    return lanes, min(4, -(-N // (lanes * vw)))
+
+
 class CsrSpmm(CsrFamily):
     name = "csr_spmm"
     operation = "spmm"
@@ -40,7 +48,7 @@ class CsrSpmm(CsrFamily):
     preparations = {"row_group_union": row_group_union, "bsr_blocks": bsr_blocks}
     target_speedup = 3.0
     # a new version whenever prices change: calibrations measured against an older model no longer count
-    cost_model = "row split's idle lanes, row groups on CUDA cores, the shared-memory tile's staging (session 18)"
+    cost_model = "row split's idle lanes, row groups on CUDA cores sharing out their union, the tile's staging (session 19)"
     prices_row_walks = False  # its kernels are priced by bytes and tensor-core tiles (cost.py)
     example_spec = {"name": "small_spmm", "operation": "spmm", "pattern": {"distribution": "uniform", "density": 0.02},
                     "M": 1024, "K": 1024, "N": 64, "dtype": "fp32", "budget": {"iterations": 4}}
@@ -73,12 +81,12 @@ class CsrSpmm(CsrFamily):
             "a column slice of B in shared memory, reused by many rows: far less L2 traffic than row split, "
             "though latency-bound and slower on the uniform matrices measured")
         tile_bytes = rowgroup_tile_bytes(features)
+        group_lanes, slabs = rowgroup_lanes_and_slabs(spec.N, vw)
         rowgroup = StrategyStart(
-            "spmm_csr_rowgroup", {"VW": vw, "LANES": lanes, "WARPS": max((w for w in (1, 2, 4, 8)
-                                                                        if w * tile_bytes <= 48 * 1024), default=1),
-                                  "UNROLL": 2},
-            f"a warp per group of 8 rows gathers each B row the group touches once: groups share columns "
-            f"{overlap:.2f}x on average, exact on CUDA cores")
+            "spmm_csr_rowgroup", {"VW": vw, "LANES": group_lanes, "SLABS": slabs, "UNROLL": 2,
+                                  "WARPS": max((w for w in (1, 2, 4, 8) if w * tile_bytes <= 48 * 1024), default=1)},
+            f"a warp per group of 8 rows gathers each B row the group touches once, its union shared out among "
+            f"{32 // group_lanes} lane subsets: groups share columns {overlap:.2f}x on average, exact on CUDA cores")
         tensor = StrategyStart(
             "spmm_csr_tc_rowgroup", {"MT": 4, "WN": wn, "WK": 1, "KB": 2},
             f"16-bit values on tensor cores over groups of 8 rows, which share columns {overlap:.2f}x on average")
