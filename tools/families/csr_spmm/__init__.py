@@ -33,10 +33,11 @@ def rowsplit_lanes(N: int, vw: int) -> int:
 
 
 def rowgroup_lanes_and_slabs(N: int, vw: int) -> tuple[int, int]:
-    """Row groups' start: at most 8 lanes a piece, so that at least 4 subsets share out a group's union columns (a
-    quarter of the dependent gathers per lane), and up to 4 column slabs in each warp, so that wider N reads A and its
-    tile places once per 4 slabs rather than once per slab."""
-    lanes = min(rowsplit_lanes(N, vw), 8)
+    """Row groups' start: row split's lanes (the fewest whose loads cover N, so that narrow N leaves subsets to share
+    out a group's union), and past 32 lanes up to 4 column slabs a warp. Measured on two fp32 matrices (session 19,
+    `explore_spmm_sweep_session19.txt`): 8 lanes best at N = 32, 32 lanes and one slab best at N = 128 (327 us against
+    414 at 8 lanes and 4 slabs: there the subsets' shuffles cost more than they save)."""
+    lanes = rowsplit_lanes(N, vw)
     return lanes, min(4, -(-N // (lanes * vw)))
 
 
@@ -82,11 +83,12 @@ class CsrSpmm(CsrFamily):
             "though latency-bound and slower on the uniform matrices measured")
         tile_bytes = rowgroup_tile_bytes(features)
         group_lanes, slabs = rowgroup_lanes_and_slabs(spec.N, vw)
+        # UNROLL 4 took about 100 registers against 67-76 at 2 and was slower in every pair measured (session 19)
         rowgroup = StrategyStart(
             "spmm_csr_rowgroup", {"VW": vw, "LANES": group_lanes, "SLABS": slabs, "UNROLL": 2,
-                                  "WARPS": max((w for w in (1, 2, 4, 8) if w * tile_bytes <= 48 * 1024), default=1)},
+                                  "WARPS": max((w for w in (1, 2, 4) if w * tile_bytes <= 48 * 1024), default=1)},
             f"a warp per group of 8 rows gathers each B row the group touches once, its union shared out among "
-            f"{32 // group_lanes} lane subsets: groups share columns {overlap:.2f}x on average, exact on CUDA cores")
+            f"{32 // group_lanes} lane subset(s): groups share columns {overlap:.2f}x on average, exact on CUDA cores")
         tensor = StrategyStart(
             "spmm_csr_tc_rowgroup", {"MT": 4, "WN": wn, "WK": 1, "KB": 2},
             f"16-bit values on tensor cores over groups of 8 rows, which share columns {overlap:.2f}x on average")
