@@ -49,7 +49,7 @@ class CsrSpmm(CsrFamily):
     preparations = {"row_group_union": row_group_union, "bsr_blocks": bsr_blocks}
     target_speedup = 3.0
     # a new version whenever prices change: calibrations measured against an older model no longer count
-    cost_model = "row split's idle lanes, row groups on CUDA cores sharing out their union, the tile's staging (session 19)"
+    cost_model = "row split's idle lanes, row groups' lane layout on CUDA cores, the tile's staging (session 19)"
     prices_row_walks = False  # its kernels are priced by bytes and tensor-core tiles (cost.py)
     example_spec = {"name": "small_spmm", "operation": "spmm", "pattern": {"distribution": "uniform", "density": 0.02},
                     "M": 1024, "K": 1024, "N": 64, "dtype": "fp32", "budget": {"iterations": 4}}

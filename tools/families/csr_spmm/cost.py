@@ -14,7 +14,11 @@ The rates are measurements, not guesses (bench/NOTES.md, sessions 2-4, M = K = 4
   priced at 2.5x row split, or at the copies of B it makes when they take longer: every block stages all K rows
   of its column slice (a 10M-nonzero band with K = 1M took 133 ms, session 18).
 Row groups on CUDA cores pull one B row per union column of a group at 1/1.25 of row split's rate, in 16 bits no
-faster than 1.1x the tensor-core row groups' time (not measured yet).
+faster than 1.1x the tensor-core row groups' time (not measured yet), times the cost of their lane layout (fitted to
+session 19's sweep of it on band_narrow_10m fp32, `evals/results/issue14_h200/explore_spmm_sweep_session19.txt`):
+each halving of the rows a lane keeps (subsets sharing out the union) 15% for its shuffles, each further pass of the
+grid over A (N wider than a warp's slabs) 5%. At N = 128, 8 lanes a piece and one slab measured 1.51x 32 lanes
+(priced 1.50x); 4 lanes and one slab 2.24x (1.96x).
 BSR on tensor cores pulls one B row per block column of each block (the same path as the row groups) and is
 priced at their rate; it has no measurement yet. The planner scales each prediction by the kernel's calibration
 from earlier runs on the same GPU (the experience store).
@@ -22,6 +26,7 @@ from earlier runs on the same GPU (the experience store).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 COPY_BYTES_PER_US = 4.25e6  # 4.25 TB/s, evals/results/floors_h200.json
@@ -34,6 +39,8 @@ ROWGROUP_16BIT_OVER_TENSOR = 1.1
 # a union column costs the row group more than a nonzero costs row split (its mask and column loads, the values'
 # scatter into the tile, a shared-memory read per product): a guess, so that rows sharing few columns stay on row split
 ROWGROUP_OVER_ROWSPLIT = 1.25
+ROWGROUP_SUBSET_COST = 0.15
+ROWGROUP_PASS_COST = 0.05
 
 
 def rowgroup_tile_bytes(f: Mapping[str, float]) -> float:
@@ -56,6 +63,13 @@ def rowsplit_lane_factor(start: Mapping[str, int], N: int, value_bytes: int) -> 
     return (16 / (start["VW"] * value_bytes)) ** (1 / 3) / busy
 
 
+def rowgroup_layout_factor(start: Mapping[str, int], N: int) -> float:
+    """The row groups' time over their time with one subset of lanes and one pass over A (see the module's note)."""
+    subsets = 32 // start["LANES"]
+    passes = -(-N // (start["LANES"] * start["VW"] * start.get("SLABS", 1)))
+    return (1 + ROWGROUP_SUBSET_COST * math.log2(subsets)) * (1 + ROWGROUP_PASS_COST * (passes - 1))
+
+
 def predicted_us(kernel: str, start: Mapping[str, int], f: Mapping[str, float], N: int, value_bytes: int) -> float:
     nnz = f["nnz"]
     csr_dram = dram_bytes(f, N, value_bytes, nnz, nnz) / COPY_BYTES_PER_US
@@ -74,7 +88,7 @@ def predicted_us(kernel: str, start: Mapping[str, int], f: Mapping[str, float], 
         unions = nnz / max(f.get("group_overlap", 1.0), 1.0) + 7.5 * f["rows"] / 8
         warps = min(64, start["WARPS"] * min(32, int(SHARED_PER_SM // (start["WARPS"] * rowgroup_tile_bytes(f)))))
         pulled = (ROWGROUP_OVER_ROWSPLIT * unions * N / ROWSPLIT_PRODUCTS_PER_US[value_bytes]
-                  * rowsplit_lane_factor(start, N, value_bytes))
+                  * rowsplit_lane_factor(start, N, value_bytes) * rowgroup_layout_factor(start, N))
         if value_bytes == 2:  # unmeasured in 16 bits: behind the tensor-core row groups' measured gathers
             pulled = max(pulled, ROWGROUP_16BIT_OVER_TENSOR * unions * N / TENSOR_ELEMENTS_PER_US)
         pulled /= min(1.0, warps / 16)
