@@ -1,8 +1,9 @@
 """The offline plan of SpMV fp32 on suite matrices, no GPU needed: per matrix the features that decide which formats
 are offered (breadth-first levels, x sectors per nonzero, block fill) and every strategy the plan ranks, with its start
-and predicted microseconds. The matrices are written to a temporary folder first.
+and predicted microseconds. With `--spmm N[,N...]`, the SpMM plans at those N instead, in fp32 and fp16 (rows, nonzeros
+and the groups' column sharing first). The matrices are written to a temporary folder first.
 
-`python3 bench/planner_prices.py NAME[,NAME...]`"""
+`python3 bench/planner_prices.py NAME[,NAME...] [--spmm 32,128]`"""
 
 from __future__ import annotations
 
@@ -15,10 +16,24 @@ from sparseditto.evals.matrix_suite import write_suite
 from sparseditto.spec import parse_spec
 
 
-def main(names: list[str]) -> None:
+def spmm_prices(folder: str, name: str, ns: list[int]) -> None:
+    for dtype in ("fp32", "fp16"):
+        for n in ns:
+            plan = offline_plan(parse_spec({"name": name, "operation": "spmm", "dtype": dtype, "N": n,
+                                            "pattern": {"kind": "matrix_file", "path": f"{folder}/{name}.npz"}}))
+            f = plan.features
+            print(f"{name} {dtype} N={n}: rows {f['rows']:.0f}, nnz {f['nnz']:.0f}, group_overlap {f['group_overlap']:.2f}")
+            for s in plan.strategies:
+                print(f"  {s.kernel:22s} {s.predicted_us:10.1f} us  {s.start}")
+
+
+def main(names: list[str], spmm: list[int] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="planner_prices_") as folder:
         write_suite(Path(folder), names=names)
         for name in names:
+            if spmm:
+                spmm_prices(folder, name, spmm)
+                continue
             plan = offline_plan(parse_spec({"name": name, "operation": "spmv", "dtype": "fp32",
                                             "pattern": {"kind": "matrix_file", "path": f"{folder}/{name}.npz"}}))
             f = plan.features
@@ -29,4 +44,4 @@ def main(names: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1].split(","))
+    main(sys.argv[1].split(","), [int(n) for n in sys.argv[3].split(",")] if sys.argv[2:3] == ["--spmm"] else None)
