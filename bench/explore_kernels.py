@@ -91,6 +91,9 @@ def variants(spec) -> list[tuple[str, dict[str, int]]]:
     wide, unroll = (4, 8) if spec.dtype == "fp32" else (8, 4)
     lanes = rowsplit_lanes(spec.N, wide)
     out.append(("spmm_csr_rowsplit", {"VW": wide, "LANES": lanes, "WARPS": 4, "UNROLL": unroll}))
+    # long rows in chunks (session 19, not yet measured): the planner's start and chunks half as long
+    out += [("spmm_csr_split", {"VW": wide, "LANES": lanes, "WARPS": 4, "UNROLL": unroll, "LONG_ROW": lr, "CHUNK": ch})
+            for lr, ch in ((256, 1024), (128, 512))]
     group_lanes, slabs = rowgroup_lanes_and_slabs(spec.N, wide)
     if os.environ.get("SPMM_SWEEP") == "1":
         # row groups sharing out their union (session 19): lanes a piece (so subsets a group), slabs a warp, unroll and

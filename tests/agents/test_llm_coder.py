@@ -66,7 +66,7 @@ def test_a_new_kernel_becomes_a_candidate_that_compiles(setup):
     ({"launches": [{"entry": "spmm_thread_per_output", "grid": ["M", "1", "1"], "block": ["COLS * 64", "1", "1"],
                     "args": ["C"]}]}, "at most 1024 threads"),
     ({"name": "spmm_csr_rowsplit"}, "is a reference kernel's name"),
-    ({"preparation": "long_row_chunk_ptr"}, "preparation 'long_row_chunk_ptr' is not one of"),
+    ({"preparation": "merge_path"}, "preparation 'merge_path' is not one of"),
 ])
 def test_answers_outside_the_contract_are_rejected_with_the_reason(setup, changes, error):
     model = ScriptedChatModel(script=[answer(new_kernel(**changes)), answer(new_kernel())])

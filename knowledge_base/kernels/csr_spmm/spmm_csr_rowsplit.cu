@@ -42,7 +42,7 @@ kernels:
 // the group owns the VW consecutive columns c0 + l*VW. The group reads LANES nonzeros of its row at once
 // (one coalesced load), broadcasts each (column, value) pair with shuffles inside the group and gathers
 // the matching row slice of B with one VW-wide load per lane; UNROLL gathers are issued before their
-// FMAs so that several rows of B are in flight. Groups of one warp run their own rows' trip counts:
+// FMAs so that several rows of B are in flight (sd_group_walk, the family's prelude). Groups of one warp run their own rows' trip counts:
 // every shuffle names only its group's lanes. B and C are row-major with N columns.
 #define RPW (32 / LANES)
 
@@ -63,34 +63,7 @@ spmm_csr_rowsplit(const int* __restrict__ rowptr, const int* __restrict__ colind
 #pragma unroll
     for (int v = 0; v < VW; ++v) acc[v] = 0.f;
 
-    for (int base = start; base < end; base += LANES) {
-        const int j = base + gl;
-        const int my_col = j < end ? __ldcs(colind + j) : 0;
-        const float my_val = j < end ? sd_to_f32(__ldcs(values + j)) : 0.f;
-        const int count = min(LANES, end - base);
-        for (int t = 0; t < count; t += UNROLL) {
-            float b[UNROLL][VW];
-            float a[UNROLL];
-#pragma unroll
-            for (int u = 0; u < UNROLL; ++u) {
-                // lanes past `count` broadcast a zero value, so the extra FMAs add nothing
-                const int src = min(t + u, LANES - 1);
-                const int k = __shfl_sync(gmask, my_col, src, LANES);
-                a[u] = t + u < count ? __shfl_sync(gmask, my_val, src, LANES) : 0.f;
-                const value_t* brow = B + (long long)k * N + c0;
-                if (vec_ok) {
-                    sd_load_vec<VW>(brow, b[u]);
-                } else {
-#pragma unroll
-                    for (int v = 0; v < VW; ++v) b[u][v] = c0 + v < N ? sd_to_f32(__ldg(brow + v)) : 0.f;
-                }
-            }
-#pragma unroll
-            for (int u = 0; u < UNROLL; ++u)
-#pragma unroll
-                for (int v = 0; v < VW; ++v) acc[v] += a[u] * b[u][v];
-        }
-    }
+    sd_group_walk<LANES, UNROLL, VW>(colind, values, start, end, LANES, gl, gmask, B, N, c0, vec_ok, acc);
     value_t* crow = C + (long long)row * N + c0;
 #pragma unroll
     for (int v = 0; v < VW; ++v)

@@ -12,8 +12,9 @@ from sparseditto.tools.families.base import StrategyStart
 from sparseditto.tools.families.csr_common import KERNELS_ROOT, CsrFamily, CsrSpecFields
 from sparseditto.tools.dtypes import dtype as dtype_info
 from sparseditto.tools.families.csr_spmm.bsr import bsr_blocks
-from sparseditto.tools.families.csr_spmm.cost import predicted_us, rowgroup_tile_bytes
+from sparseditto.tools.families.csr_spmm.cost import LONG_ROW_START, predicted_us, rowgroup_tile_bytes
 from sparseditto.tools.families.csr_spmm.preparations import row_group_union
+from sparseditto.tools.families.csr_spmv.preparations import long_row_chunk_ptr
 
 
 class CsrSpmmSpec(CsrSpecFields):
@@ -25,6 +26,9 @@ class CsrSpmmSpec(CsrSpecFields):
 # the largest estimated row-group tile (one warp's, in shared memory) at which the planner offers that kernel: a block
 # of one warp must fit in the 227 KB an SM gives a block, and the estimate may fall short of the longest group
 ROWGROUP_TILE_LIMIT = 160 * 1024
+# the split kernel's start: rows over LONG_ROW_START nonzeros go to chunks of 4x as many (a warp's 4-8 lane groups then
+# walk about as many nonzeros each as a group walks a short row)
+SPLIT_LONG_ROW = LONG_ROW_START
 
 
 def rowsplit_lanes(N: int, vw: int) -> int:
@@ -46,10 +50,11 @@ class CsrSpmm(CsrFamily):
     operation = "spmm"
     spec_model = CsrSpmmSpec
     kernels_dir = KERNELS_ROOT / "csr_spmm"
-    preparations = {"row_group_union": row_group_union, "bsr_blocks": bsr_blocks}
+    preparations = {"row_group_union": row_group_union, "bsr_blocks": bsr_blocks, "long_row_chunk_ptr": long_row_chunk_ptr}
     target_speedup = 3.0
     # a new version whenever prices change: calibrations measured against an older model no longer count
-    cost_model = "row split's idle lanes, row groups' lane layout on CUDA cores, the tile's staging (session 19)"
+    cost_model = ("row split's idle lanes and longest row, row groups' lane layout on CUDA cores, split rows, the tile's "
+                  "staging (session 19)")
     prices_row_walks = False  # its kernels are priced by bytes and tensor-core tiles (cost.py)
     example_spec = {"name": "small_spmm", "operation": "spmm", "pattern": {"distribution": "uniform", "density": 0.02},
                     "M": 1024, "K": 1024, "N": 64, "dtype": "fp32", "budget": {"iterations": 4}}
@@ -77,6 +82,12 @@ class CsrSpmm(CsrFamily):
             {"VW": vw, "LANES": lanes, "WARPS": 4, "UNROLL": 8 if spec.dtype == "fp32" else 4},
             f"{lanes} lanes per row with 16-byte gathers of B rows ({lanes * vw} columns a group): robust at any "
             "density")
+        # rows long enough that one group walking each would keep its warp busy long after the rest
+        split = StrategyStart(
+            "spmm_csr_split", {"VW": vw, "LANES": lanes, "WARPS": 4, "UNROLL": 8 if spec.dtype == "fp32" else 4,
+                               "LONG_ROW": SPLIT_LONG_ROW, "CHUNK": 4 * SPLIT_LONG_ROW},
+            f"the longest row has {features['row_max']:.0f} nonzeros: rows over {SPLIT_LONG_ROW} cut into chunks of "
+            f"{4 * SPLIT_LONG_ROW}, a warp each, the rest as row split")
         smem_tile = StrategyStart(
             "spmm_csr_smem_tile", {"LPR": 8, "WARPS": 32, "RPG": 1, "KC": 512, "UNROLL": 4},
             "a column slice of B in shared memory, reused by many rows: far less L2 traffic than row split, "
@@ -100,8 +111,9 @@ class CsrSpmm(CsrFamily):
             f"BSR {block}x{block} on tensor cores: blocks {features.get(f'block_fill_{block}', 0.0):.0%} full, "
             "one index per block instead of one per nonzero")
         ranked = [replace(s, predicted_us=self.predicted_us(spec, features, s.kernel, s.start))
-                  for s in (rowsplit, rowgroup, smem_tile, tensor, bsr)
-                  if s is not rowgroup or tile_bytes <= ROWGROUP_TILE_LIMIT]
+                  for s in (rowsplit, rowgroup, smem_tile, tensor, bsr, split)
+                  if (s is not rowgroup or tile_bytes <= ROWGROUP_TILE_LIMIT)
+                  and (s is not split or features["row_max"] > SPLIT_LONG_ROW)]
         return sorted(ranked, key=lambda s: s.predicted_us)
 
     def predicted_us(self, spec: CsrSpmmSpec, features: Mapping[str, float], kernel: str,

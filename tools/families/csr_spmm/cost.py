@@ -19,6 +19,13 @@ session 19's sweep of it on band_narrow_10m fp32, `evals/results/issue14_h200/ex
 each halving of the rows a lane keeps (subsets sharing out the union) 15% for its shuffles, each further pass of the
 grid over A (N wider than a warp's slabs) 5%. At N = 128, 8 lanes a piece and one slab measured 1.51x 32 lanes
 (priced 1.50x); 4 lanes and one slab 2.24x (1.96x).
+Row split's group walks a whole row, UNROLL gathers a round: the longest row's rounds bound its time however many
+warps run beside it, at ROUND_US each (a guess, not measured yet: a gather from L2 or DRAM and its shuffles). It is
+counted only for rows over LONG_ROW_START nonzeros, where the split kernel is offered: below that the walk is no
+longer than the other kernels' own chains (a group's union columns, a block's k-steps), which are not priced. The split
+kernel (spmm_csr_split) cuts rows over LONG_ROW into chunks of CHUNK shared by a warp's 32 / LANES groups: it pulls
+what row split does, plus its partial rows written and read, and its longest walk is LONG_ROW or CHUNK / groups
+nonzeros, plus a second launch.
 BSR on tensor cores pulls one B row per block column of each block (the same path as the row groups) and is
 priced at their rate; it has no measurement yet. The planner scales each prediction by the kernel's calibration
 from earlier runs on the same GPU (the experience store).
@@ -39,6 +46,8 @@ ROWGROUP_16BIT_OVER_TENSOR = 1.1
 # a union column costs the row group more than a nonzero costs row split (its mask and column loads, the values'
 # scatter into the tile, a shared-memory read per product): a guess, so that rows sharing few columns stay on row split
 ROWGROUP_OVER_ROWSPLIT = 1.25
+ROUND_US = 0.5
+LONG_ROW_START = 256
 ROWGROUP_SUBSET_COST = 0.15
 ROWGROUP_PASS_COST = 0.05
 
@@ -70,13 +79,28 @@ def rowgroup_layout_factor(start: Mapping[str, int], N: int) -> float:
     return (1 + ROWGROUP_SUBSET_COST * math.log2(subsets)) * (1 + ROWGROUP_PASS_COST * (passes - 1))
 
 
+def longest_walk_us(nonzeros: float, unroll: int) -> float:
+    """One lane group's serial walk over `nonzeros` of a row, UNROLL gathers a round (the column slabs of the grid
+    walk side by side)."""
+    return nonzeros / unroll * ROUND_US
+
+
 def predicted_us(kernel: str, start: Mapping[str, int], f: Mapping[str, float], N: int, value_bytes: int) -> float:
     nnz = f["nnz"]
     csr_dram = dram_bytes(f, N, value_bytes, nnz, nnz) / COPY_BYTES_PER_US
     rowsplit = nnz * N / ROWSPLIT_PRODUCTS_PER_US[value_bytes]
     if kernel == "spmm_csr_rowsplit":
-        pulled = rowsplit * rowsplit_lane_factor(start, N, value_bytes)
+        walk = longest_walk_us(f["row_max"], start["UNROLL"]) if f.get("row_max", 0.0) > LONG_ROW_START else 0.0
+        pulled = max(rowsplit * rowsplit_lane_factor(start, N, value_bytes), walk)
         dram = csr_dram
+    elif kernel == "spmm_csr_split":
+        groups = 32 // start["LANES"]
+        walk = max(min(f["row_max"], start["LONG_ROW"]),
+                   min(f["row_max"], start["CHUNK"]) / groups)
+        pulled = max(rowsplit * rowsplit_lane_factor(start, N, value_bytes), longest_walk_us(walk, start["UNROLL"]))
+        # the dense rows' nonzeros (about the long ones) as partial rows of CHUNK: written once, read once, in fp32
+        partials = 2 * 4 * N * f.get("dense_row_share", 0.0) * nnz / start["CHUNK"]
+        dram = csr_dram + partials / COPY_BYTES_PER_US + LAUNCH_US
     elif kernel == "spmm_csr_smem_tile":
         rows_per_block = start["WARPS"] * (32 // start["LPR"]) * start["RPG"]
         staged = -(-f["rows"] // rows_per_block) * f["cols"] * N * value_bytes  # every block, all of K
