@@ -3,7 +3,7 @@ warp's groups, batches of LANES nonzeros with UNROLL gathers, the groups' sums, 
 gives C = A B, writes every element once and keeps an Inf of B out of the rows that do not reference it (the gathers
 past a batch read a stand-in row of B); it compiles without spills in every dtype; the planner offers it only where
 some row is long and ranks it before row split where one row would keep a warp busy; on the GPU it is correct and
-clean under compute-sanitizer."""
+clean under compute-sanitizer. The tensor-core row groups are not offered where a group's tile would not fit."""
 
 from __future__ import annotations
 
@@ -151,6 +151,22 @@ def test_the_planner_offers_it_only_where_some_row_is_long():
     assert "spmm_csr_split" in skewed
     assert skewed.index("spmm_csr_split") < skewed.index("spmm_csr_rowsplit")
     assert "spmm_csr_split" not in kernels("banded", density=0.0001)
+
+
+def test_tensor_core_row_groups_are_not_offered_where_a_groups_tile_outgrows_shared_memory():
+    """A group holding a row of thousands of nonzeros needs a tile of tens of thousands of columns."""
+    from sparseditto.agents.planner import offline_plan
+    from sparseditto.tools.families.csr_spmm import ROWGROUP_TILE_LIMIT
+    from sparseditto.tools.families.csr_spmm.cost import tc_rowgroup_tile_bytes
+
+    def plan(distribution: str, **pattern):
+        return offline_plan(parse_spec({"operation": "spmm", "pattern": {"distribution": distribution, **pattern},
+                                        "M": 200_000, "K": 200_000, "N": 32, "dtype": "fp16"}))
+
+    skewed, banded = plan("power_law", nnz_per_row=16), plan("banded", density=0.0001)
+    assert tc_rowgroup_tile_bytes(skewed.features) > ROWGROUP_TILE_LIMIT
+    assert "spmm_csr_tc_rowgroup" not in [s.kernel for s in skewed.strategies]
+    assert "spmm_csr_tc_rowgroup" in [s.kernel for s in banded.strategies]
 
 
 @pytest.mark.gpu

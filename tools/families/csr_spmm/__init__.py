@@ -12,7 +12,9 @@ from sparseditto.tools.families.base import StrategyStart
 from sparseditto.tools.families.csr_common import KERNELS_ROOT, CsrFamily, CsrSpecFields
 from sparseditto.tools.dtypes import dtype as dtype_info
 from sparseditto.tools.families.csr_spmm.bsr import bsr_blocks
-from sparseditto.tools.families.csr_spmm.cost import LONG_ROW_START, predicted_us, rowgroup_tile_bytes
+from sparseditto.tools.families.csr_spmm.cost import (
+    LONG_ROW_START, predicted_us, rowgroup_tile_bytes, tc_rowgroup_tile_bytes,
+)
 from sparseditto.tools.families.csr_spmm.preparations import row_group_union
 from sparseditto.tools.families.csr_spmv.preparations import long_row_chunk_ptr
 
@@ -23,8 +25,9 @@ class CsrSpmmSpec(CsrSpecFields):
     N: Annotated[int, Field(ge=1, le=1 << 20)] = 1
 
 
-# the largest estimated row-group tile (one warp's, in shared memory) at which the planner offers that kernel: a block
-# of one warp must fit in the 227 KB an SM gives a block, and the estimate may fall short of the longest group
+# the largest estimated row-group tile (one warp's, in shared memory; a block's in the tensor-core row groups) at which
+# the planner offers those kernels: a block of one warp must fit in the 227 KB an SM gives a block, and the estimate
+# may fall short of the longest group (a web graph's row of 3,000 nonzeros gives a union of about 19,000 columns)
 ROWGROUP_TILE_LIMIT = 160 * 1024
 # the split kernel's start: rows over LONG_ROW_START nonzeros go to chunks of 4x as many (a warp's 4-8 lane groups then
 # walk about as many nonzeros each as a group walks a short row)
@@ -113,6 +116,7 @@ class CsrSpmm(CsrFamily):
         ranked = [replace(s, predicted_us=self.predicted_us(spec, features, s.kernel, s.start))
                   for s in (rowsplit, rowgroup, smem_tile, tensor, bsr, split)
                   if (s is not rowgroup or tile_bytes <= ROWGROUP_TILE_LIMIT)
+                  and (s is not tensor or tc_rowgroup_tile_bytes(features) <= ROWGROUP_TILE_LIMIT)
                   and (s is not split or features["row_max"] > SPLIT_LONG_ROW)]
         return sorted(ranked, key=lambda s: s.predicted_us)
 

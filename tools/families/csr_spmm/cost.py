@@ -52,11 +52,22 @@ ROWGROUP_SUBSET_COST = 0.15
 ROWGROUP_PASS_COST = 0.05
 
 
+def longest_union(f: Mapping[str, float]) -> float:
+    """The longest group's union of columns, estimated as its 8 rows at the longest length shared at the mean rate
+    (padded to 16, at most K)."""
+    return min(8 * f["row_max"] / max(f.get("group_overlap", 1.0), 1.0), f["cols"]) + 16
+
+
 def rowgroup_tile_bytes(f: Mapping[str, float]) -> float:
-    """One warp's tile in the row-group kernel, 8 x (max_union + 8) floats, with the longest group's union of
-    columns estimated as its 8 rows at the longest length shared at the mean rate (padded to 16, at most K)."""
-    union = min(8 * f["row_max"] / max(f.get("group_overlap", 1.0), 1.0), f["cols"]) + 16
-    return 8 * (union + 8) * 4
+    """One warp's tile in the row-group kernel, 8 x (max_union + 8) floats."""
+    return 8 * (longest_union(f) + 8) * 4
+
+
+def tc_rowgroup_tile_bytes(f: Mapping[str, float]) -> float:
+    """A block's shared memory in the tensor-core row groups: 8 x (max_union + 8) 16-bit values and max_union column
+    indices (its kernel's `shared_bytes` without the split-K partials)."""
+    union = longest_union(f)
+    return 8 * (union + 8) * 2 + union * 4
 
 
 def dram_bytes(f: Mapping[str, float], N: int, value_bytes: int, stored_values: float, indices: float) -> float:
