@@ -130,6 +130,8 @@ def pattern_features(sample: sp.csr_matrix, rows: np.ndarray, M: int, K: int) ->
         features[f"block_fill_{b}"] = float(nnz / (blocks * b * b))
     group_pairs = _distinct((row_of // 8) * K + cols)
     features["group_overlap"] = float(nnz / group_pairs)
+    # the same for groups of 16 rows (row groups on CUDA cores may take 16 rows a warp)
+    features["group_overlap_16"] = float(nnz / _distinct((row_of // 16) * K + cols))
     # neighbouring rows (r, r+1 in the same band): the share of a row's columns also in the next row
     pair_keys = row_of * K + cols
     next_keys = (row_of - 1) * K + cols  # a nonzero of row r+1 seen from row r

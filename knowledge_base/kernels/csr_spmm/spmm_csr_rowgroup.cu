@@ -7,8 +7,8 @@ dtypes: [fp32, fp16, bf16]
 archs: [sm_80, sm_90]
 strategy: row_group
 summary: >
-  Row-group SpMM on CUDA cores, exact in every dtype (fp32 included): a warp takes a group of 8
-  consecutive rows of A and gathers each row of B that the group touches once, for all 8 rows,
+  Row-group SpMM on CUDA cores, exact in every dtype (fp32 included): a warp takes a group of ROWS (8
+  or 16) consecutive rows of A and gathers each row of B that the group touches once, for all its rows,
   where row split gathers it once per nonzero. The gathers of B through L2 bound row split on
   banded, FEM and clustered matrices (at N = 128 fp32 each nonzero gathers a 512-byte B row: 5 GB for
   10M nonzeros, against about 600 MB that A, B and C take from DRAM); here they shrink by the group's column sharing (`group_overlap`). The
@@ -16,7 +16,7 @@ summary: >
   each; the warp scatters its group's values into a tile in shared memory and multiplies present
   entries only (an Inf in B reaches only the rows that reference it). Lanes split as RSUB = 32 / LANES
   subsets of LANES lanes that share out the union's columns (each B piece is loaded by one lane only);
-  each lane owns VW consecutive columns (one 16-byte load) of all 8 rows, and the subsets' partial sums
+  each lane owns VW consecutive columns (one 16-byte load) of all ROWS rows, and the subsets' partial sums
   meet by shuffles at the end. A warp covers SLABS column slabs of LANES x VW in turn, so that A, its
   tile places and the union are read once for SLABS slabs.
 preparation: row_group_union
@@ -27,29 +27,32 @@ parameters:
   WARPS: [1, 2, 4, 8]
   VW: [1, 2, 4, 8]
   SLABS: [1, 2, 4, 8]
+  ROWS: [8, 16]
 constraints:  # over the parameters and the problem symbols; a choice breaking one is never tried
   - "VW * value_bytes <= 16"
   - "value_bytes == 4 or VW >= 2"
   - "LANES == 4 or LANES * VW <= 2 * N"  # at most half of a subset's lanes idle
   - "SLABS == 1 or LANES * VW * (SLABS - 1) < N"  # no slab without columns
+  - "ROWS * VW <= 64"  # the accumulators of a lane's ROWS rows stay in registers
 kernels:
   - entry: spmm_csr_rowgroup
     grid: ["ceil_div(n_groups, WARPS)", "ceil_div(N, LANES * VW * SLABS)", "1"]
     block: ["32 * WARPS", "1", "1"]
-    shared_bytes: "WARPS * 8 * (max_union + 8) * 4"
+    shared_bytes: "WARPS * ROWS * (max_union + 8) * 4"
     args: [rowptr, values, nnz_tile_pos, group_cols, group_ptr, group_mask, B, C, M, N, n_groups, max_union]
 ---*/
-// Mapping: warp w of block (bx, by) takes row group grp = bx*WARPS + w (rows 8*grp .. +8). Lane l is in subset
+// Mapping: warp w of block (bx, by) takes row group grp = bx*WARPS + w (rows ROWS*grp .. +ROWS, ROWS 8 or 16: 16
+// rows share more columns, so fewer B rows are gathered a row, at twice the accumulators). Lane l is in subset
 // s = l / LANES and owns piece p = l % LANES: columns c0 = (by*SLABS + slab)*LANES*VW + p*VW .. +VW of B and C, for
-// slab = 0 .. SLABS-1 in turn. The warp's tile (8 rows x max_union + 8 floats in shared memory) receives the group's
+// slab = 0 .. SLABS-1 in turn. The warp's tile (ROWS x max_union + 8 floats in shared memory) receives the group's
 // nonzeros at their places (`nnz_tile_pos`); nothing else of it is ever read, so it is not cleared. Subset s takes
 // the union columns in chunks of UNROLL, chunk s, s + RSUB, ... (the padded union, a multiple of 16 wide with
 // padding masked 0, makes every chunk whole); for each (group_cols[u], mask group_mask[u]) its lanes load their
-// piece of that B row once and add weight x piece to each of the 8 rows whose mask bit is set. Then the subsets'
+// piece of that B row once and add weight x piece to each of the ROWS rows whose mask bit is set. Then the subsets'
 // partial sums are reduced and scattered in log2(RSUB) shuffle steps, halving the rows each lane keeps, until
 // subset s holds the totals of rows s*RPL .. +RPL, which it stores.
 #define RSUB (32 / LANES)
-#define RPL (8 / RSUB)
+#define RPL (ROWS / RSUB)
 
 // VW values to p (aligned to VW elements) with one store of VW * value bytes.
 __device__ __forceinline__ void sd_store_piece(value_t* __restrict__ p, const float (&v)[VW]) {
@@ -67,7 +70,7 @@ __device__ __forceinline__ void sd_store_piece(value_t* __restrict__ p, const fl
 // half when its subset has `bit` set and the lower half otherwise, adds the partner's sums of that half, and sends
 // the partner the other half; the kept rows move to acc[0 .. LIVE/2).
 template <int LIVE>
-__device__ __forceinline__ void sd_halve_rows(float (&acc)[8][VW], int bit, bool upper) {
+__device__ __forceinline__ void sd_halve_rows(float (&acc)[ROWS][VW], int bit, bool upper) {
 #pragma unroll
     for (int i = 0; i < LIVE / 2; ++i)
 #pragma unroll
@@ -90,9 +93,9 @@ spmm_csr_rowgroup(const int* __restrict__ rowptr, const value_t* __restrict__ va
     const int grp = blockIdx.x * WARPS + warp;
     if (grp >= n_groups) return;  // whole warps leave; the block has no barrier
     const int stride = max_union + 8;
-    float* tile = reinterpret_cast<float*>(sd_smem) + warp * 8 * stride;
+    float* tile = reinterpret_cast<float*>(sd_smem) + warp * ROWS * stride;
     const int u0 = __ldg(group_ptr + grp), width = __ldg(group_ptr + grp + 1) - u0;
-    const int nz_lo = __ldg(rowptr + 8 * grp), nz_hi = __ldg(rowptr + min(8 * grp + 8, M));
+    const int nz_lo = __ldg(rowptr + ROWS * grp), nz_hi = __ldg(rowptr + min(ROWS * grp + ROWS, M));
     for (int j = nz_lo + lane; j < nz_hi; j += 32) tile[__ldg(nnz_tile_pos + j)] = sd_to_f32(__ldg(values + j));
     __syncwarp();
 
@@ -102,9 +105,9 @@ spmm_csr_rowgroup(const int* __restrict__ rowptr, const value_t* __restrict__ va
         const int c0 = ((blockIdx.y * SLABS + slab) * LANES + lane % LANES) * VW;
         if (c0 - lane % LANES * VW >= N) break;  // the slab is past N for the whole warp
         const bool active = c0 < N, vec_ok = (N % VW == 0) && (c0 + VW <= N);
-        float acc[8][VW];
+        float acc[ROWS][VW];
 #pragma unroll
-        for (int i = 0; i < 8; ++i)
+        for (int i = 0; i < ROWS; ++i)
 #pragma unroll
             for (int v = 0; v < VW; ++v) acc[i][v] = 0.f;
 
@@ -126,7 +129,7 @@ spmm_csr_rowgroup(const int* __restrict__ rowptr, const value_t* __restrict__ va
 #pragma unroll
             for (int q = 0; q < UNROLL; ++q)
 #pragma unroll
-                for (int i = 0; i < 8; ++i)
+                for (int i = 0; i < ROWS; ++i)
                     if (rows[q] & (1u << i)) {
                         const float w = tile[i * stride + u + q];
 #pragma unroll
@@ -135,14 +138,14 @@ spmm_csr_rowgroup(const int* __restrict__ rowptr, const value_t* __restrict__ va
         }
 
         // every lane takes part in the shuffles, those past N included
-        if constexpr (RSUB >= 8) sd_halve_rows<8>(acc, 4, sub & 4);
-        if constexpr (RSUB >= 4) sd_halve_rows<(RSUB >= 8 ? 4 : 8)>(acc, 2, sub & 2);
-        if constexpr (RSUB >= 2) sd_halve_rows<2 * RPL>(acc, 1, sub & 1);
+        if constexpr (RSUB >= 8) sd_halve_rows<ROWS * 8 / RSUB>(acc, 4, sub & 4);
+        if constexpr (RSUB >= 4) sd_halve_rows<ROWS * 4 / RSUB>(acc, 2, sub & 2);
+        if constexpr (RSUB >= 2) sd_halve_rows<ROWS * 2 / RSUB>(acc, 1, sub & 1);
 
         if (!active) continue;
 #pragma unroll
         for (int i = 0; i < RPL; ++i) {
-            const int row = 8 * grp + sub * RPL + i;
+            const int row = ROWS * grp + sub * RPL + i;
             if (row >= M) break;
             value_t* crow = C + (long long)row * N + c0;
             float out[VW];

@@ -13,7 +13,7 @@ from sparseditto.tools.families.csr_common import KERNELS_ROOT, CsrFamily, CsrSp
 from sparseditto.tools.dtypes import dtype as dtype_info
 from sparseditto.tools.families.csr_spmm.bsr import bsr_blocks
 from sparseditto.tools.families.csr_spmm.cost import (
-    LONG_ROW_START, predicted_us, rowgroup_tile_bytes, tc_rowgroup_tile_bytes,
+    LONG_ROW_START, group_overlap, predicted_us, rowgroup_tile_bytes, tc_rowgroup_tile_bytes,
 )
 from sparseditto.tools.families.csr_spmm.preparations import row_group_union
 from sparseditto.tools.families.csr_spmv.preparations import long_row_chunk_ptr
@@ -53,11 +53,12 @@ class CsrSpmm(CsrFamily):
     operation = "spmm"
     spec_model = CsrSpmmSpec
     kernels_dir = KERNELS_ROOT / "csr_spmm"
-    preparations = {"row_group_union": row_group_union, "bsr_blocks": bsr_blocks, "long_row_chunk_ptr": long_row_chunk_ptr}
+    preparations = {"row_group_union": row_group_union, "bsr_blocks": bsr_blocks,
+                    "long_row_chunk_ptr": long_row_chunk_ptr}
     target_speedup = 3.0
     # a new version whenever prices change: calibrations measured against an older model no longer count
-    cost_model = ("row split's idle lanes and longest row, row groups' lane layout on CUDA cores, split rows, the tile's "
-                  "staging (session 19)")
+    cost_model = ("row split's idle lanes and longest row, row groups' rows and lane layout on CUDA cores, split rows, "
+                  "the tile's staging (session 19)")
     prices_row_walks = False  # its kernels are priced by bytes and tensor-core tiles (cost.py)
     example_spec = {"name": "small_spmm", "operation": "spmm", "pattern": {"distribution": "uniform", "density": 0.02},
                     "M": 1024, "K": 1024, "N": 64, "dtype": "fp32", "budget": {"iterations": 4}}
@@ -95,14 +96,18 @@ class CsrSpmm(CsrFamily):
             "spmm_csr_smem_tile", {"LPR": 8, "WARPS": 32, "RPG": 1, "KC": 512, "UNROLL": 4},
             "a column slice of B in shared memory, reused by many rows: far less L2 traffic than row split, "
             "though latency-bound and slower on the uniform matrices measured")
-        tile_bytes = rowgroup_tile_bytes(features)
+        # 8 rows a group, as measured; 16 rows (more columns shared on bands, twice the accumulators) is in the space,
+        # not yet measured (session 19)
+        group_rows = 8
+        tile_bytes = rowgroup_tile_bytes(features, group_rows)
         group_lanes, slabs = rowgroup_lanes_and_slabs(spec.N, vw)
         # UNROLL 4 took about 100 registers against 67-76 at 2 and was slower in every pair measured (session 19)
         rowgroup = StrategyStart(
-            "spmm_csr_rowgroup", {"VW": vw, "LANES": group_lanes, "SLABS": slabs, "UNROLL": 2,
+            "spmm_csr_rowgroup", {"VW": vw, "LANES": group_lanes, "SLABS": slabs, "UNROLL": 2, "ROWS": group_rows,
                                   "WARPS": max((w for w in (1, 2, 4) if w * tile_bytes <= 48 * 1024), default=1)},
-            f"a warp per group of 8 rows gathers each B row the group touches once, its union shared out among "
-            f"{32 // group_lanes} lane subset(s): groups share columns {overlap:.2f}x on average, exact on CUDA cores")
+            f"a warp per group of {group_rows} rows gathers each B row the group touches once, its union shared out "
+            f"among {32 // group_lanes} lane subset(s): groups share columns "
+            f"{group_overlap(features, group_rows):.2f}x on average, exact on CUDA cores")
         tensor = StrategyStart(
             "spmm_csr_tc_rowgroup", {"MT": 4, "WN": wn, "WK": 1, "KB": 2},
             f"16-bit values on tensor cores over groups of 8 rows, which share columns {overlap:.2f}x on average")

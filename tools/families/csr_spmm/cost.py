@@ -50,17 +50,23 @@ ROUND_US = 0.5
 LONG_ROW_START = 256
 ROWGROUP_SUBSET_COST = 0.15
 ROWGROUP_PASS_COST = 0.05
+ROWGROUP_16_ROWS_COST = 1.1
 
 
-def longest_union(f: Mapping[str, float]) -> float:
-    """The longest group's union of columns, estimated as its 8 rows at the longest length shared at the mean rate
+def group_overlap(f: Mapping[str, float], rows: int = 8) -> float:
+    """Nonzeros over union columns for groups of `rows` rows (8 or 16), at least 1."""
+    return max(f.get("group_overlap" if rows == 8 else f"group_overlap_{rows}", 1.0), 1.0)
+
+
+def longest_union(f: Mapping[str, float], rows: int = 8) -> float:
+    """The longest group's union of columns, estimated as its rows at the longest length shared at the mean rate
     (padded to 16, at most K)."""
-    return min(8 * f["row_max"] / max(f.get("group_overlap", 1.0), 1.0), f["cols"]) + 16
+    return min(rows * f["row_max"] / group_overlap(f, rows), f["cols"]) + 16
 
 
-def rowgroup_tile_bytes(f: Mapping[str, float]) -> float:
-    """One warp's tile in the row-group kernel, 8 x (max_union + 8) floats."""
-    return 8 * (longest_union(f) + 8) * 4
+def rowgroup_tile_bytes(f: Mapping[str, float], rows: int = 8) -> float:
+    """One warp's tile in the row-group kernel, ROWS x (max_union + 8) floats."""
+    return rows * (longest_union(f, rows) + 8) * 4
 
 
 def tc_rowgroup_tile_bytes(f: Mapping[str, float]) -> float:
@@ -85,9 +91,12 @@ def rowsplit_lane_factor(start: Mapping[str, int], N: int, value_bytes: int) -> 
 
 def rowgroup_layout_factor(start: Mapping[str, int], N: int) -> float:
     """The row groups' time over their time with one subset of lanes and one pass over A (see the module's note)."""
-    subsets = 32 // start["LANES"]
+    subsets, rows = 32 // start["LANES"], start.get("ROWS", 8)
     passes = -(-N // (start["LANES"] * start["VW"] * start.get("SLABS", 1)))
-    return (1 + ROWGROUP_SUBSET_COST * math.log2(subsets)) * (1 + ROWGROUP_PASS_COST * (passes - 1))
+    # 16 rows: twice the shuffles a halving, and twice the accumulators (fewer warps a SM: a guess, not measured)
+    more_rows = ROWGROUP_16_ROWS_COST if rows == 16 else 1.0
+    return (more_rows * (1 + ROWGROUP_SUBSET_COST * rows / 8 * math.log2(subsets))
+            * (1 + ROWGROUP_PASS_COST * (passes - 1)))
 
 
 def longest_walk_us(nonzeros: float, unroll: int) -> float:
@@ -120,8 +129,10 @@ def predicted_us(kernel: str, start: Mapping[str, int], f: Mapping[str, float], 
     elif kernel == "spmm_csr_rowgroup":
         # row split's rate, one gather per union column of a group (padded to 16: 7.5 more a group on average),
         # slowed when the tiles leave fewer than 16 warps an SM to hide the gathers' latency
-        unions = nnz / max(f.get("group_overlap", 1.0), 1.0) + 7.5 * f["rows"] / 8
-        warps = min(64, start["WARPS"] * min(32, int(SHARED_PER_SM // (start["WARPS"] * rowgroup_tile_bytes(f)))))
+        rows = start.get("ROWS", 8)
+        unions = nnz / group_overlap(f, rows) + 7.5 * f["rows"] / rows
+        tile = rowgroup_tile_bytes(f, rows)
+        warps = min(64, start["WARPS"] * min(32, int(SHARED_PER_SM // (start["WARPS"] * tile))))
         pulled = (ROWGROUP_OVER_ROWSPLIT * unions * N / ROWSPLIT_PRODUCTS_PER_US[value_bytes]
                   * rowsplit_lane_factor(start, N, value_bytes) * rowgroup_layout_factor(start, N))
         if value_bytes == 2:  # unmeasured in 16 bits: behind the tensor-core row groups' measured gathers
