@@ -41,6 +41,9 @@ def test_dense_blocks_fill_their_block_size_exactly():
     f = features(blocks)
     assert f["block_fill_8"] == 1.0 and f["block_fill_4"] == 1.0
     assert f["block_fill_16"] == 0.5 and f["group_overlap"] == 8.0
+    assert f["group_overlap_16"] == 8.0  # two 8 x 8 blocks, 16 columns for 128 nonzeros
+    tall = features(sp.block_diag([np.ones((16, 16))] * 128))
+    assert tall["group_overlap"] == 8.0 and tall["group_overlap_16"] == 16.0
 
 
 def test_empty_and_dense_rows_are_counted():
