@@ -153,6 +153,8 @@ class CsrFamily(ProblemFamily):
     output_name: ClassVar[str]
     # whether the family's cost model prices row walks, whose step features take 0.1-0.35 s at 10-30M nonzeros
     prices_row_walks: ClassVar[bool] = True
+    # whether its planner reads a file's breadth-first levels (whether renumbering could band the matrix: SpMV's RCM)
+    reads_bfs_levels: ClassVar[bool] = True
 
     @classmethod
     def claims(cls, data: Mapping[str, Any]) -> bool:
@@ -310,12 +312,13 @@ class CsrFamily(ProblemFamily):
         return lengths, sp.csr_matrix((np.ones(len(cols), np.float32), cols, rowptr), shape=(len(rows), K)), rows, None
 
     def features(self, spec: SpecBase) -> dict[str, float]:
-        """The structural features (tools/structure.py), the breadth-first levels of a file's matrix (a drawn
-        pattern is never a renumbered mesh), and the subclass's own (the dense operand's width)."""
+        """The structural features (tools/structure.py), the breadth-first levels of a file's matrix where the
+        planner reads them (a drawn pattern is never a renumbered mesh), and the subclass's own (the dense operand's
+        width)."""
         lengths, sample, rows, column_counts = self.lengths_and_sample(spec)
         _, K, _ = spec_matrix_shape(spec)
         whole = ({"bfs_levels": bfs_levels(read_matrix(spec.pattern.path), np.random.default_rng(spec.seed))}
-                 if isinstance(spec.pattern, MatrixFilePattern) else {})
+                 if isinstance(spec.pattern, MatrixFilePattern) and self.reads_bfs_levels else {})
         return {**structural_features(lengths, sample, rows, K, dtype_info(spec.dtype).bytes, column_counts,
                                       walks=self.prices_row_walks),
                 **whole, **self.operand_features(spec)}

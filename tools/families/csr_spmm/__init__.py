@@ -60,6 +60,7 @@ class CsrSpmm(CsrFamily):
     cost_model = ("row split's idle lanes and longest row, row groups' rows and lane layout on CUDA cores, split rows, "
                   "the tile's staging (session 19)")
     prices_row_walks = False  # its kernels are priced by bytes and tensor-core tiles (cost.py)
+    reads_bfs_levels = False  # no renumbered SpMM kernel
     example_spec = {"name": "small_spmm", "operation": "spmm", "pattern": {"distribution": "uniform", "density": 0.02},
                     "M": 1024, "K": 1024, "N": 64, "dtype": "fp32", "budget": {"iterations": 4}}
     dense_name = "B"
