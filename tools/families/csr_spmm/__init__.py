@@ -57,8 +57,8 @@ class CsrSpmm(CsrFamily):
                     "long_row_chunk_ptr": long_row_chunk_ptr}
     target_speedup = 3.0
     # a new version whenever prices change: calibrations measured against an older model no longer count
-    cost_model = ("row split's idle lanes and longest row, row groups' rows and lane layout on CUDA cores, split rows, "
-                  "the tile's staging (session 19)")
+    cost_model = ("gathers plus DRAM; row split's idle lanes and longest row, row groups' rows and lane layout on CUDA "
+                  "cores, split rows, the tile's staging (session 19)")
     prices_row_walks = False  # its kernels are priced by bytes and tensor-core tiles (cost.py)
     reads_bfs_levels = False  # no renumbered SpMM kernel
     example_spec = {"name": "small_spmm", "operation": "spmm", "pattern": {"distribution": "uniform", "density": 0.02},

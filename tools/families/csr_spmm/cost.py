@@ -1,6 +1,9 @@
 """A cost model per SpMM kernel (C = A B, A in CSR, B dense K x N): how many B elements it pulls through L2 per
-call, at the rate each kernel was measured to pull them on the H200, or its DRAM bytes at copy bandwidth,
-whichever takes longer, plus a launch.
+call, at the rate each kernel was measured to pull them on the H200, plus its DRAM bytes at copy bandwidth, plus a
+launch. The sum, not the larger of the two: over session 19's 47 timed candidates of four kernels on three matrices
+(`bench/spmm_cost_check.py`, `evals/results/issue14_h200/spmm_cost_check_session19_sum.txt`) measured over
+predicted is 1.47 in geometric mean (0.83-2.87) as the sum and 2.51 (1.11-5.29) as the larger: the gathers and the
+DRAM streams overlap little. (The rest of the gap is in what the model does not price: UNROLL and WARPS.)
 
 The rates are measurements, not guesses (bench/NOTES.md, sessions 2-4, M = K = 4096, N = 256):
 - row split, one B row per nonzero: fp32 5% 73.2 us and 1% 21.2 us (3.0e6 products per us); fp16 5% 61.8 us
@@ -8,8 +11,9 @@ The rates are measurements, not guesses (bench/NOTES.md, sessions 2-4, M = K = 4
 - tensor-core row groups, one B row per column of a group of 8 rows (nnz / group_overlap of them): uniform 5%
   65.4 us, banded 5% 33.4 us, uniform 1% 21.1 us (2.75e6 elements per us);
 - row split's lanes: at N = 32 fp32 on a 10M-nonzero band (session 18) a warp per row took 750, 446 and 287 us at
-  VW 4, 2 and 1 (a quarter, half and all of its lanes on columns): the time goes with the idle lanes, less a gain
-  for wide loads of (16 / load bytes)^(1/3) (the fit of those three);
+  VW 4, 2 and 1 (a quarter, half and all of its lanes on columns): the gathers' time goes with the idle lanes, less
+  a gain for wide loads of (16 / load bytes)^0.22 (the fit of those three with the DRAM time added; 8 lanes of VW 4,
+  every lane busy, measured 243.8 us in session 19);
 - the shared-memory tile was slower than row split on every spec measured (120-300 us against 18-73 us): it is
   priced at 2.5x row split, or at the copies of B it makes when they take longer: every block stages all K rows
   of its column slice (a 10M-nonzero band with K = 1M took 133 ms, session 18).
@@ -86,7 +90,7 @@ def rowsplit_lane_factor(start: Mapping[str, int], N: int, value_bytes: int) -> 
     """Row split's time over its time with every lane on columns and 16-byte loads."""
     width = start["LANES"] * start["VW"]
     busy = N / (-(-N // width) * width)
-    return (16 / (start["VW"] * value_bytes)) ** (1 / 3) / busy
+    return (16 / (start["VW"] * value_bytes)) ** 0.22 / busy
 
 
 def rowgroup_layout_factor(start: Mapping[str, int], N: int) -> float:
@@ -150,4 +154,4 @@ def predicted_us(kernel: str, start: Mapping[str, int], f: Mapping[str, float], 
         dram = dram_bytes(f, N, value_bytes, stored, stored / (block * block)) / COPY_BYTES_PER_US
     else:
         raise KeyError(f"no cost model for {kernel}")
-    return max(pulled, dram) + LAUNCH_US
+    return pulled + dram + LAUNCH_US
