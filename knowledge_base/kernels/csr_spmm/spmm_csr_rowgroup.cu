@@ -19,6 +19,25 @@ summary: >
   each lane owns VW consecutive columns (one 16-byte load) of all ROWS rows, and the subsets' partial sums
   meet by shuffles at the end. A warp covers SLABS column slabs of LANES x VW in turn, so that A, its
   tile places and the union are read once for SLABS slabs.
+measured:  # H200 (sm_90), offline pipeline runs of session 19 (groups of 8 rows), each against the best cuSPARSE configuration
+  - {spec: band_narrow_10m-spmm-fp32-n32, gpu: NVIDIA H200, params: {LANES: 8, SLABS: 1, UNROLL: 2, VW: 4, WARPS: 4, ROWS: 8},
+     median_us: 129.7, best_baseline: cusparse_spmm_csr_alg3_row, best_baseline_us: 295.5, speedup: 2.28,
+     source: evals/results/issue14_h200/spmm_session19_a_results.jsonl}
+  - {spec: fem3d_b4_8m-spmm-fp32-n32, gpu: NVIDIA H200, params: {LANES: 8, SLABS: 1, UNROLL: 2, VW: 4, WARPS: 4, ROWS: 8},
+     median_us: 72.3, best_baseline: cusparse_spmm_csr_alg3_row_pre, best_baseline_us: 123.9, speedup: 1.71,
+     source: evals/results/issue14_h200/spmm_session19_a_results.jsonl}
+  - {spec: fem3d_b4_8m-spmm-fp32-n128, gpu: NVIDIA H200, params: {LANES: 8, SLABS: 1, UNROLL: 2, VW: 4, WARPS: 4, ROWS: 8},
+     median_us: 232.6, best_baseline: cusparse_spmm_csr_alg2_row, best_baseline_us: 471.6, speedup: 2.03,
+     source: evals/results/issue14_h200/spmm_session19_a_results.jsonl}
+  - {spec: band_narrow_10m-spmm-fp32-n128, gpu: NVIDIA H200, params: {LANES: 32, SLABS: 1, UNROLL: 4, VW: 4, WARPS: 4, ROWS: 8},
+     median_us: 325.1, best_baseline: cusparse_spmm_default_row, best_baseline_us: 577.3, speedup: 1.78,
+     source: evals/results/issue14_h200/spmm_session19_b_results.jsonl}
+  - {spec: blockdiag_8_32_10m-spmm-fp32-n32, gpu: NVIDIA H200, params: {LANES: 8, SLABS: 1, UNROLL: 2, VW: 4, WARPS: 4, ROWS: 8},
+     median_us: 118.7, best_baseline: cusparse_spmm_csr_alg3_row_pre, best_baseline_us: 223.2, speedup: 1.88,
+     source: evals/results/issue14_h200/spmm_session19_c_results.jsonl}
+  - {spec: blockdiag_8_32_10m-spmm-fp32-n128, gpu: NVIDIA H200, params: {LANES: 32, SLABS: 1, UNROLL: 4, VW: 4, WARPS: 4, ROWS: 8},
+     median_us: 290.0, best_baseline: cusparse_spmm_csr_alg2_row, best_baseline_us: 621.5, speedup: 2.14,
+     source: evals/results/issue14_h200/spmm_session19_c_results.jsonl}
 preparation: row_group_union
 streams: [rowptr, values, nnz_tile_pos, group_cols, group_ptr, group_mask]
 parameters:
