@@ -13,23 +13,11 @@ import scipy.sparse as sp
 
 from sparseditto.knowledge_base.library import get_kernel
 from sparseditto.spec import parse_spec
-from sparseditto.tools.families.base import Output, Problem
+from sparseditto.tools.families.base import Problem
 from sparseditto.tools.families.csr_spmm.preparations import row_group_union
 
 from compile_checks import verify_compile_only
-
-
-def spmm_problem(mat: sp.spmatrix, N: int, seed: int = 0) -> Problem:
-    mat = sp.csr_matrix(mat)
-    mat.sort_indices()
-    M, K = mat.shape
-    rng = np.random.default_rng(seed)
-    return Problem(dtype="fp32", symbols={"M": M, "K": K, "N": N, "nnz": mat.nnz},
-                   inputs={"rowptr": mat.indptr.astype(np.int32), "colind": mat.indices.astype(np.int32),
-                           "values": rng.uniform(-1, 1, mat.nnz).astype(np.float32),
-                           "B": rng.uniform(-1, 1, (K, N)).astype(np.float32)},
-                   input_dtypes={"rowptr": "int32", "colind": "int32", "values": "fp32", "B": "fp32"},
-                   outputs={"C": Output((M, N), "fp32", 1e-5)})
+from spmm_problems import spmm_problem
 
 
 def banded(M: int, half: int, fill: float, seed: int) -> sp.csr_matrix:

@@ -17,7 +17,7 @@ from sparseditto.tools.families.csr_spmm.cost import predicted_us
 from sparseditto.tools.families.csr_spmv.preparations import long_row_chunk_ptr
 
 from compile_checks import verify_compile_only
-from test_spmm_rowgroup import spmm_problem
+from spmm_problems import spmm_problem
 
 
 def with_long_rows(M: int, K: int, lengths: dict[int, int], seed: int) -> sp.csr_matrix:
@@ -156,15 +156,15 @@ def test_the_planner_offers_it_only_where_some_row_is_long():
 def test_tensor_core_row_groups_are_not_offered_where_a_groups_tile_outgrows_shared_memory():
     """A group holding a row of thousands of nonzeros needs a tile of tens of thousands of columns."""
     from sparseditto.agents.planner import offline_plan
-    from sparseditto.tools.families.csr_spmm import ROWGROUP_TILE_LIMIT
-    from sparseditto.tools.families.csr_spmm.cost import tc_rowgroup_tile_bytes
+    from sparseditto.tools.families.csr_spmm import ROWGROUP_TILE_LIMIT, start_shared_bytes
 
     def plan(distribution: str, **pattern):
         return offline_plan(parse_spec({"operation": "spmm", "pattern": {"distribution": distribution, **pattern},
                                         "M": 200_000, "K": 200_000, "N": 32, "dtype": "fp16"}))
 
     skewed, banded = plan("power_law", nnz_per_row=16), plan("banded", density=0.0001)
-    assert tc_rowgroup_tile_bytes(skewed.features) > ROWGROUP_TILE_LIMIT
+    tensor_start = {"MT": 4, "WN": 1, "WK": 1, "KB": 2}
+    assert start_shared_bytes("spmm_csr_tc_rowgroup", tensor_start, skewed.features) > ROWGROUP_TILE_LIMIT
     assert "spmm_csr_tc_rowgroup" not in [s.kernel for s in skewed.strategies]
     assert "spmm_csr_tc_rowgroup" in [s.kernel for s in banded.strategies]
 

@@ -12,8 +12,9 @@ from sparseditto.tools.families.base import StrategyStart
 from sparseditto.tools.families.csr_common import KERNELS_ROOT, CsrFamily, CsrSpecFields
 from sparseditto.tools.dtypes import dtype as dtype_info
 from sparseditto.tools.families.csr_spmm.bsr import bsr_blocks
+from sparseditto.tools.expr import evaluate
 from sparseditto.tools.families.csr_spmm.cost import (
-    LONG_ROW_START, group_overlap, predicted_us, rowgroup_tile_bytes, tc_rowgroup_tile_bytes,
+    LONG_ROW_START, group_overlap, longest_union, predicted_us, rowgroup_tile_bytes,
 )
 from sparseditto.tools.families.csr_spmm.preparations import row_group_union
 from sparseditto.tools.families.csr_spmv.preparations import long_row_chunk_ptr
@@ -25,13 +26,19 @@ class CsrSpmmSpec(CsrSpecFields):
     N: Annotated[int, Field(ge=1, le=1 << 20)] = 1
 
 
-# the largest estimated row-group tile (one warp's, in shared memory; a block's in the tensor-core row groups) at which
-# the planner offers those kernels: a block of one warp must fit in the 227 KB an SM gives a block, and the estimate
-# may fall short of the longest group (a web graph's row of 3,000 nonzeros gives a union of about 19,000 columns)
+# the largest estimated shared memory a block of the row groups' start may take (on CUDA or tensor cores) for the
+# planner to offer it: it must fit in the 227 KB an SM gives a block, and the estimate may fall short of the longest
+# group (a web graph's row of 3,000 nonzeros gives a union of about 19,000 columns)
 ROWGROUP_TILE_LIMIT = 160 * 1024
-# the split kernel's start: rows over LONG_ROW_START nonzeros go to chunks of 4x as many (a warp's 4-8 lane groups then
-# walk about as many nonzeros each as a group walks a short row)
-SPLIT_LONG_ROW = LONG_ROW_START
+
+
+def start_shared_bytes(kernel: str, start: Mapping[str, int], features: Mapping[str, float]) -> int:
+    """A start's shared memory a block, by its kernel's own `shared_bytes` with the longest group's union estimated
+    (the preparation's max_union is known only once it has run)."""
+    from sparseditto.knowledge_base.library import get_kernel  # the library imports the families
+
+    env = {**start, "max_union": int(longest_union(features, start.get("ROWS", 8)))}
+    return max(evaluate(launch.shared_bytes, env) for launch in get_kernel(kernel).kernels)
 
 
 def rowsplit_lanes(N: int, vw: int) -> int:
@@ -41,9 +48,10 @@ def rowsplit_lanes(N: int, vw: int) -> int:
 
 def rowgroup_lanes_and_slabs(N: int, vw: int) -> tuple[int, int]:
     """Row groups' start: row split's lanes (the fewest whose loads cover N, so that narrow N leaves subsets to share
-    out a group's union), and past 32 lanes up to 4 column slabs a warp. Measured on two fp32 matrices (session 19,
-    `explore_spmm_sweep_session19.txt`): 8 lanes best at N = 32, 32 lanes and one slab best at N = 128 (327 us against
-    414 at 8 lanes and 4 slabs: there the subsets' shuffles cost more than they save)."""
+    out a group's union), and past 32 lanes up to 4 column slabs a warp. Session 19's fp32 sweep
+    (`explore_spmm_sweep_session19.txt`): 8 lanes best at N = 32 on band_narrow_10m and fem3d_b4_8m, 32 lanes and one
+    slab best at N = 128 on band_narrow_10m (327 us against 414 at 8 lanes and 4 slabs: there the subsets' shuffles
+    cost more than they save)."""
     lanes = rowsplit_lanes(N, vw)
     return lanes, min(4, -(-N // (lanes * vw)))
 
@@ -90,9 +98,10 @@ class CsrSpmm(CsrFamily):
         # rows long enough that one group walking each would keep its warp busy long after the rest
         split = StrategyStart(
             "spmm_csr_split", {"VW": vw, "LANES": lanes, "WARPS": 4, "UNROLL": 8 if spec.dtype == "fp32" else 4,
-                               "LONG_ROW": SPLIT_LONG_ROW, "CHUNK": 4 * SPLIT_LONG_ROW},
-            f"the longest row has {features['row_max']:.0f} nonzeros: rows over {SPLIT_LONG_ROW} cut into chunks of "
-            f"{4 * SPLIT_LONG_ROW}, a warp each, the rest as row split")
+                               "LONG_ROW": LONG_ROW_START, "CHUNK": 4 * LONG_ROW_START},
+            f"the longest row has {features['row_max']:.0f} nonzeros: rows over {LONG_ROW_START} cut into chunks of "
+            f"{4 * LONG_ROW_START} (a warp's lane groups then walk about as many each as a group walks a short row), "
+            "a warp each, the rest as row split")
         smem_tile = StrategyStart(
             "spmm_csr_smem_tile", {"LPR": 8, "WARPS": 32, "RPG": 1, "KC": 512, "UNROLL": 4},
             "a column slice of B in shared memory, reused by many rows: far less L2 traffic than row split, "
@@ -102,7 +111,8 @@ class CsrSpmm(CsrFamily):
         group_rows = 8
         tile_bytes = rowgroup_tile_bytes(features, group_rows)
         group_lanes, slabs = rowgroup_lanes_and_slabs(spec.N, vw)
-        # UNROLL 4 took about 100 registers against 67-76 at 2 and was slower in every pair measured (session 19)
+        # UNROLL 2: UNROLL 4 with 8 warps took about 100 registers and was slower in every pair of session 19's sweep
+        # (with 4 warps it won by 0.7-2.7% in two pipeline runs, a step the search takes)
         rowgroup = StrategyStart(
             "spmm_csr_rowgroup", {"VW": vw, "LANES": group_lanes, "SLABS": slabs, "UNROLL": 2, "ROWS": group_rows,
                                   "WARPS": max((w for w in (1, 2, 4) if w * tile_bytes <= 48 * 1024), default=1)},
@@ -121,9 +131,9 @@ class CsrSpmm(CsrFamily):
             "one index per block instead of one per nonzero")
         ranked = [replace(s, predicted_us=self.predicted_us(spec, features, s.kernel, s.start))
                   for s in (rowsplit, rowgroup, smem_tile, tensor, bsr, split)
-                  if (s is not rowgroup or tile_bytes <= ROWGROUP_TILE_LIMIT)
-                  and (s is not tensor or tc_rowgroup_tile_bytes(features) <= ROWGROUP_TILE_LIMIT)
-                  and (s is not split or features["row_max"] > SPLIT_LONG_ROW)]
+                  if (s not in (rowgroup, tensor)
+                      or start_shared_bytes(s.kernel, s.start, features) <= ROWGROUP_TILE_LIMIT)
+                  and (s is not split or features["row_max"] > LONG_ROW_START)]
         return sorted(ranked, key=lambda s: s.predicted_us)
 
     def predicted_us(self, spec: CsrSpmmSpec, features: Mapping[str, float], kernel: str,

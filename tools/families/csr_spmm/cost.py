@@ -3,7 +3,7 @@ call, at the rate each kernel was measured to pull them on the H200, plus its DR
 launch. The sum, not the larger of the two: over session 19's 47 timed candidates of four kernels on three matrices
 (`bench/spmm_cost_check.py`, `evals/results/issue14_h200/spmm_cost_check_session19_sum.txt`) measured over
 predicted is 1.47 in geometric mean (0.83-2.87) as the sum and 2.51 (1.11-5.29) as the larger: the gathers and the
-DRAM streams overlap little. (The rest of the gap is in what the model does not price: UNROLL and WARPS.)
+DRAM streams overlap little. UNROLL and WARPS are not priced.
 
 The rates are measurements, not guesses (bench/NOTES.md, sessions 2-4, M = K = 4096, N = 256):
 - row split, one B row per nonzero: fp32 5% 73.2 us and 1% 21.2 us (3.0e6 products per us); fp16 5% 61.8 us
@@ -22,7 +22,7 @@ faster than 1.1x the tensor-core row groups' time (not measured yet), times the 
 session 19's sweep of it on band_narrow_10m fp32, `evals/results/issue14_h200/explore_spmm_sweep_session19.txt`):
 each halving of the rows a lane keeps (subsets sharing out the union) 15% for its shuffles, each further pass of the
 grid over A (N wider than a warp's slabs) 5%. At N = 128, 8 lanes a piece and one slab measured 1.51x 32 lanes
-(priced 1.50x); 4 lanes and one slab 2.24x (1.96x).
+(layout factor 1.49x); 4 lanes and one slab 2.24x (1.96x).
 Row split's group walks a whole row, UNROLL gathers a round: the longest row's rounds bound its time however many
 warps run beside it, at ROUND_US each (a guess, not measured yet: a gather from L2 or DRAM and its shuffles). It is
 counted only for rows over LONG_ROW_START nonzeros, where the split kernel is offered: below that the walk is no
@@ -71,13 +71,6 @@ def longest_union(f: Mapping[str, float], rows: int = 8) -> float:
 def rowgroup_tile_bytes(f: Mapping[str, float], rows: int = 8) -> float:
     """One warp's tile in the row-group kernel, ROWS x (max_union + 8) floats."""
     return rows * (longest_union(f, rows) + 8) * 4
-
-
-def tc_rowgroup_tile_bytes(f: Mapping[str, float]) -> float:
-    """A block's shared memory in the tensor-core row groups: 8 x (max_union + 8) 16-bit values and max_union column
-    indices (its kernel's `shared_bytes` without the split-K partials)."""
-    union = longest_union(f)
-    return 8 * (union + 8) * 2 + union * 4
 
 
 def dram_bytes(f: Mapping[str, float], N: int, value_bytes: int, stored_values: float, indices: float) -> float:

@@ -27,7 +27,8 @@ def row_group_union(rowptr: np.ndarray, colind: np.ndarray, params: dict[str, in
     (row % R) * (max_union + 8) + its position in the union (`nnz_tile_pos`), and per union entry the bits of
     the group's rows that hold it (`group_mask`, bit r for row Rg + r; 0 on padding), so that a kernel on CUDA
     cores multiplies present entries only and an Inf in B reaches only the rows that reference it. Each (row,
-    column) must appear once: a repeat would take one tile place twice. Depends on the pattern only (made once per structure, `by_structure`); values stay in CSR."""
+    column) must appear once: a repeat would take one tile place twice. Depends on the pattern only (made once per
+    structure, `by_structure`); values stay in CSR."""
     rowptr = rowptr.astype(np.int64)
     M, rows = len(rowptr) - 1, params.get("ROWS", 8)
     n_groups = -(-M // rows)
