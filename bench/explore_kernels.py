@@ -95,6 +95,12 @@ def variants(spec) -> list[tuple[str, dict[str, int]]]:
     out += [("spmm_csr_split", {"VW": wide, "LANES": lanes, "WARPS": 4, "UNROLL": unroll, "LONG_ROW": lr, "CHUNK": ch})
             for lr, ch in ((256, 1024), (128, 512))]
     group_lanes, slabs = rowgroup_lanes_and_slabs(spec.N, wide)
+    if os.environ.get("SPMM_SWEEP") == "rows":
+        # 16-row groups beside 8-row groups at the layouts that won with 8 (session 19's sweep): the 16-row question
+        # alone, in a quarter of the full grid's time
+        layouts = ((group_lanes, slabs, 4), (group_lanes, slabs, 2), (32, 1, 4), (8, 1, 4))
+        return out + [("spmm_csr_rowgroup", {"VW": wide, "LANES": ln, "SLABS": sl, "UNROLL": 2, "WARPS": w, "ROWS": r})
+                      for r in (8, 16) for ln, sl, w in dict.fromkeys(layouts)]
     if os.environ.get("SPMM_SWEEP") == "1":
         # row groups sharing out their union (session 19): lanes a piece (so subsets a group), slabs a warp, unroll and
         # warps a block around the planner's start; the planner's start first, the big-K shared-memory tile left out

@@ -14,8 +14,8 @@
 # gpu: the GPU tests of the files named by FILES (required), selected by the -k expression TESTS, verbose (the whole
 #   suite no longer fits one call).
 # setup: only the installation above (for scripts run directly after it in the same call).
-# spmmsweep: row-group SpMM variants (bench/explore_kernels.py, SPMM_SWEEP=1) on the suite matrices named by NAMES at
-#   each N of NS and dtype of DTYPES.
+# spmmsweep: row-group SpMM variants (bench/explore_kernels.py, SPMM_SWEEP=SWEEP: 1, the default, the full grid; rows,
+#   16-row groups beside 8) on the suite matrices named by NAMES at each N of NS and dtype of DTYPES.
 # spmvsweep: every SpMV row-walk form (bench/explore_kernels.py, SPMV_SWEEP=1) on the suite matrices named by NAMES.
 # ncu24: Nsight Compute's full set on the Hopper 2:4 kernel at 4096^3 fp16, with a digest of its sections.
 # ncu8: the same on the e4m3 product at 8192^3, promoted every 2 instructions (the planner's start), its first launch
@@ -132,7 +132,7 @@ case $what in
         done
       done
     done
-    SPMM_SWEEP=1 timeout ${EXPLORE_SECONDS:-400} python3 bench/explore_kernels.py "$out/sweep" $specs 2>&1 \
+    SPMM_SWEEP=${SWEEP:-1} timeout ${EXPLORE_SECONDS:-400} python3 bench/explore_kernels.py "$out/sweep" $specs 2>&1 \
       | tee "$out/explore_spmm_sweep.txt" | grep -v "^  " | tail -n 8
     ;;
   spmv|spmm)
