@@ -95,13 +95,15 @@ class CsrSpmm(CsrFamily):
             {"VW": vw, "LANES": lanes, "WARPS": 4, "UNROLL": 8 if spec.dtype == "fp32" else 4},
             f"{lanes} lanes per row with 16-byte gathers of B rows ({lanes * vw} columns a group): robust at any "
             "density")
-        # rows long enough that one group walking each would keep its warp busy long after the rest
+        # offered where some row is over LONG_ROW_START nonzeros, then splitting from half of that: rows over 128 in
+        # chunks of 512 beat 256 and 1024 on three of four skewed matrices (fp32 N = 32, session 20, 2-13% faster;
+        # the fourth within 0.2%)
         split = StrategyStart(
             "spmm_csr_split", {"VW": vw, "LANES": lanes, "WARPS": 4, "UNROLL": 8 if spec.dtype == "fp32" else 4,
-                               "LONG_ROW": LONG_ROW_START, "CHUNK": 4 * LONG_ROW_START},
-            f"the longest row has {features['row_max']:.0f} nonzeros: rows over {LONG_ROW_START} cut into chunks of "
-            f"{4 * LONG_ROW_START} (a warp's lane groups then walk about as many each as a group walks a short row), "
-            "a warp each, the rest as row split")
+                               "LONG_ROW": LONG_ROW_START // 2, "CHUNK": 2 * LONG_ROW_START},
+            f"the longest row has {features['row_max']:.0f} nonzeros: rows over {LONG_ROW_START // 2} cut into chunks "
+            f"of {2 * LONG_ROW_START} (a warp's lane groups then walk about as many each as a group walks a short "
+            "row), a warp each, the rest as row split")
         smem_tile = StrategyStart(
             "spmm_csr_smem_tile", {"LPR": 8, "WARPS": 32, "RPG": 1, "KC": 512, "UNROLL": 4},
             "a column slice of B in shared memory, reused by many rows: far less L2 traffic than row split, "
