@@ -180,13 +180,15 @@ def test_the_planner_ranks_it_first_where_groups_share_columns_in_fp32_and_not_o
     ("fp16", "banded", 40, {"VW": 8, "LANES": 4, "WARPS": 2, "UNROLL": 1, "SLABS": 2, "ROWS": 8}),
     ("bf16", "banded", 128, {"VW": 8, "LANES": 16, "WARPS": 4, "UNROLL": 2, "SLABS": 1, "ROWS": 8}),
     ("fp32", "banded", 77, {"VW": 1, "LANES": 32, "WARPS": 2, "UNROLL": 4, "SLABS": 4, "ROWS": 16}),
-    ("fp32", "power_law", 32, {"VW": 4, "LANES": 4, "WARPS": 2, "UNROLL": 2, "SLABS": 2, "ROWS": 16}),
+    ("fp32", "power_law", 32, {"VW": 4, "LANES": 4, "WARPS": 1, "UNROLL": 2, "SLABS": 2, "ROWS": 16}),
     ("fp32", "power_law", 32, {"VW": 4, "LANES": 4, "WARPS": 2, "UNROLL": 2, "SLABS": 2, "ROWS": 8}),
     ("fp16", "banded", 128, {"VW": 4, "LANES": 32, "WARPS": 4, "UNROLL": 2, "SLABS": 1, "ROWS": 16})])
 def test_it_is_correct_and_clean_on_the_gpu(dtype, distribution, n, params):
     """Correct on fresh inputs, at held-out shapes and in every timed run, clean under compute-sanitizer's tools;
     power-law rows give groups of very different union widths, N = 40 a last column piece cut short and N = 77 a
-    last slab with one busy lane; 16-row groups with 8 subsets (three shuffle steps) and with one."""
+    last slab with one busy lane; 16-row groups with 8 subsets (three shuffle steps) and with one. On power-law rows
+    a group's union can reach all K columns: one warp a block keeps a 16-row tile within 227 KiB at any draw (two
+    warps needed 320 KiB at a held-out shape, which the launch refused, session 20)."""
     from sparseditto.tools.device import detect
     from sparseditto.tools.verifier import GpuVerifier
 
