@@ -17,7 +17,8 @@ from sparseditto.agents.schemas import Choice, Passage, Plan, Reference, Referen
 from sparseditto.knowledge_base.experience import Experience, ExperienceStore
 from sparseditto.knowledge_base.library import get_kernel
 from sparseditto.knowledge_base.retrieval import Filters, PlanMatch, search
-from sparseditto.spec import Spec
+from sparseditto.errors import SparseDittoError
+from sparseditto.spec import Spec, parse_spec
 from sparseditto.tools.device import detect
 from sparseditto.tools.families import get_family
 
@@ -88,23 +89,41 @@ def _plausible(plan: Plan, spec: Spec, choice: Choice) -> bool:
     return own * calibrated / predicted <= PLAUSIBLE_FACTOR * min(c for _, c in prices.values())
 
 
+def _carried(plan: Plan, spec: Spec, exp: Experience) -> Experience:
+    """The similar problem's entry with its parameters as they carry to this spec (the family's `carried_params`
+    against the plan's start of that kernel); as stored where the plan has no such kernel or the stored spec no
+    longer validates."""
+    strategy = next((s for s in plan.strategies if s.kernel == exp.choice.kernel), None)
+    if strategy is None:
+        return exp
+    try:
+        other = parse_spec(exp.spec)
+    except SparseDittoError:
+        return exp
+    params = get_family(plan.family).carried_params(spec, other, exp.choice.params, strategy.start)
+    return exp.model_copy(update={"choice": exp.choice.model_copy(update={"params": params})})
+
+
 def _with_experience(plan: Plan, spec: Spec, gpu: dict[str, Any] | None, store: ExperienceStore) -> tuple[Plan, list[Reference]]:
     refs: list[Reference] = []
     exact = store.exact(spec, gpu) if gpu else None
     if exact and _fits(plan, exact, in_space=False):
         plan = plan.model_copy(update={"reuse": exact.choice, "reuse_checked": _already_checked(exact)})
         refs.append(_experience_ref(exact, "same problem, same GPU"))
-    similar = next((e for e in store.similar(spec, gpu)
-                    if _fits(plan, e, in_space=True) and _plausible(plan, spec, e.choice)), None)
+    carried = ((stored, _carried(plan, spec, stored)) for stored in store.similar(spec, gpu))
+    stored, similar = next(((stored, e) for stored, e in carried
+                            if _fits(plan, e, in_space=True) and _plausible(plan, spec, e.choice)), (None, None))
     if similar:
         # the kernel accepted for a similar problem goes first, from its accepted parameters: a measurement on a
         # neighbour outranks the cost model's guess, where the model does not price that kernel far off the best
-        strategies = [s.model_copy(update={"start": dict(similar.choice.params),
-                                           "why": f"{s.why}; starts from the kernel accepted for {similar.spec.get('name')}"})
+        changed = {k: v for k, v in similar.choice.params.items() if stored.choice.params.get(k) != v}
+        why = f"starts from the kernel accepted for {similar.spec.get('name')}" + (
+            f", with this shape's {', '.join(f'{k}={v}' for k, v in sorted(changed.items()))}" if changed else "")
+        strategies = [s.model_copy(update={"start": dict(similar.choice.params), "why": f"{s.why}; {why}"})
                       if s.kernel == similar.choice.kernel else s for s in plan.strategies]
         strategies.sort(key=lambda s: s.kernel != similar.choice.kernel)
         plan = plan.model_copy(update={"strategies": strategies})
-        refs.append(_experience_ref(similar, "similar problem"))
+        refs.append(_experience_ref(stored, "similar problem"))
     return plan, refs
 
 

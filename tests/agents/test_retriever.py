@@ -71,12 +71,27 @@ def test_only_checks_the_stored_kernel_passed_are_skipped_on_reuse(tiny_spmm, st
 
 
 def test_similar_entry_sets_the_start_point(tiny_spmm_dict, store):
-    stored(store, parse_spec({**tiny_spmm_dict, "N": 128}), {"VW": 4, "LANES": 8, "WARPS": 8, "UNROLL": 4})
+    stored(store, parse_spec({**tiny_spmm_dict, "M": 512}), {"VW": 4, "LANES": 16, "WARPS": 8, "UNROLL": 4})
     spec = parse_spec(tiny_spmm_dict)
     plan, refs = retrieve(offline_plan(spec), spec, GPU, store, 4000)
     assert plan.reuse is None
-    assert plan.strategies[0].start == {"VW": 4, "LANES": 8, "WARPS": 8, "UNROLL": 4}
-    assert refs.kernels[0].origin == "experience" and refs.kernels[0].params == {"VW": 4, "LANES": 8, "WARPS": 8, "UNROLL": 4}
+    assert plan.strategies[0].start == {"VW": 4, "LANES": 16, "WARPS": 8, "UNROLL": 4}
+    assert refs.kernels[0].origin == "experience" and refs.kernels[0].params == {"VW": 4, "LANES": 16, "WARPS": 8, "UNROLL": 4}
+
+
+def test_a_similar_entry_at_another_n_starts_from_this_ns_lane_layout(tiny_spmm_dict, store):
+    """The lanes are chosen from N: a neighbour's 8 lanes at N = 32 carried to N = 128 went first and lost (session 20:
+    714 us against 625 at 32 lanes); its other parameters carry, and the reference shows what was accepted."""
+    stored(store, parse_spec({**tiny_spmm_dict, "N": 32}), {"VW": 4, "LANES": 8, "WARPS": 8, "UNROLL": 4})
+    spec = parse_spec({**tiny_spmm_dict, "N": 128})
+    plain = offline_plan(spec)
+    lanes = next(s for s in plain.strategies if s.kernel == "spmm_csr_rowsplit").start["LANES"]
+    assert lanes == 32
+    plan, refs = retrieve(plain, spec, GPU, store, 4000)
+    first = plan.strategies[0]
+    assert first.kernel == "spmm_csr_rowsplit" and first.start == {"VW": 4, "LANES": 32, "WARPS": 8, "UNROLL": 4}
+    assert "with this shape's LANES=32" in first.why
+    assert refs.kernels[0].params == {"VW": 4, "LANES": 8, "WARPS": 8, "UNROLL": 4}
 
 
 def test_stored_parameters_outside_the_search_space_are_not_used(tiny_spmm_dict, store):

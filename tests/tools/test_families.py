@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -41,6 +43,43 @@ def test_spmm_reference_equals_the_dense_product(dtype):
     assert ref.shape == (17, 5)
     np.testing.assert_allclose(ref, A @ B, rtol=1e-12, atol=1e-12)
     assert np.abs(ref).sum() > 0
+
+
+@pytest.mark.parametrize(("operation", "n"), [("spmm", 96), ("spmv", None)])
+def test_the_reference_by_blocks_of_rows_on_threads_is_the_one_call_product(operation, n, monkeypatch):
+    """Blocks of a few rows (many threads' worth), empty rows at a block's edge included: every element the same as
+    SciPy's product in one call, for the reference and for |A| |B|."""
+    import scipy.sparse as sp
+
+    from sparseditto.tools import chunks
+
+    blocks = []
+    by_rows = chunks.in_row_blocks
+
+    def small_blocks(shape, work, elements=chunks.CHUNK):
+        def counted(i, start, stop):
+            blocks.append((start, stop))
+            work(i, start, stop)
+        by_rows(shape, counted, 50 * (n or 1))  # blocks of 50 rows
+
+    monkeypatch.setattr(chunks, "in_row_blocks", small_blocks)
+    spec = parse_spec({"operation": operation, "pattern": {"distribution": "power_law", "nnz_per_row": 6},
+                       "M": 1001, "K": 777, "dtype": "fp32", **({"N": n} if n else {})})
+    family = get_family(f"csr_{operation}")
+    drawn = family.make_problem(spec, seed=3)
+    rowptr, colind, values = (drawn.inputs[k] for k in ("rowptr", "colind", "values"))
+    lengths = np.diff(rowptr)
+    lengths[60:200] = 0  # rows 60 .. 199 emptied
+    kept = np.repeat((np.arange(1001) < 60) | (np.arange(1001) >= 200), np.diff(rowptr))
+    rowptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+    problem = dataclasses.replace(drawn, inputs={**drawn.inputs, "rowptr": rowptr, "colind": colind[kept],
+                                                 "values": values[kept]})
+    dense_name, out_name = ("B", "C") if n else ("x", "y")
+    values, dense = to_float64(problem.inputs["values"], "fp32"), to_float64(problem.inputs[dense_name], "fp32")
+    A = sp.csr_matrix((values, problem.inputs["colind"], rowptr), shape=(1001, 777))
+    assert np.array_equal(family.reference(problem)[out_name], A @ dense)
+    assert np.array_equal(family.conditions(problem)[out_name], abs(A) @ np.abs(dense))
+    assert len(blocks) == 2 * 21 and (150, 200) in blocks and (200, 250) in blocks
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "fp16", "bf16"])

@@ -224,6 +224,12 @@ class ProblemFamily(ABC):
         """What makes two specs the same problem (never the name, budget or baselines)."""
         return spec.model_dump(mode="json", exclude={"name", "budget", "baselines", "tolerance", "seed", "arch"})
 
+    def carried_params(self, spec: "SpecBase", other: "SpecBase", accepted: Mapping[str, int],
+                       start: Mapping[str, int]) -> dict[str, int]:
+        """A similar problem's accepted parameters as they carry to this spec (`start`: the planner's start of the
+        same kernel here): all of them unless the family ties some to a shape that differs."""
+        return dict(accepted)
+
     def experience_distance(self, spec: "SpecBase", other: "SpecBase") -> float:
         """How far apart two specs of this family are (0: same problem); closest stored kernels come first."""
         a, b = self.symbols(spec), self.symbols(other)

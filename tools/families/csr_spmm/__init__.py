@@ -142,5 +142,16 @@ class CsrSpmm(CsrFamily):
                      params: Mapping[str, int]) -> float:
         return predicted_us(kernel, params, features, spec.N, dtype_info(spec.dtype).bytes)
 
+    def carried_params(self, spec: CsrSpmmSpec, other: CsrSpmmSpec, accepted: Mapping[str, int],
+                       start: Mapping[str, int]) -> dict[str, int]:
+        """At another N, the lane layout (LANES, SLABS) is this N's start: it is chosen from N (`rowsplit_lanes`),
+        and a neighbour's at N = 32 carried to N = 128 went first twice at 8 lanes (the row groups at 489 us against
+        327 at 32 lanes, session 19; the split kernel 714 us on circuit_5m where row split at 32 lanes took 625,
+        session 20)."""
+        carried = dict(accepted)
+        if other.N != spec.N:
+            carried.update({k: start[k] for k in ("LANES", "SLABS") if k in start and k in carried})
+        return carried
+
 
 FAMILY = CsrSpmm()
