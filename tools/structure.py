@@ -26,6 +26,7 @@ WARP_LANES = 32
 WALK_GROUPS = (1, 2, 4, 8, 16, 32)  # lanes per row of the row-walking kernels (their GROUP values)
 WALK_NONZEROS = 8  # nonzeros a lane takes per step: two 16-byte loads of 4 (UNROLL 2, every start's value)
 SHORT_ROW = 64  # rows the split kernel's start walks by groups; longer ones go to warps of their own (LONG_ROW)
+SPMM_LONG_ROW = 128  # the same for the SpMM split kernel's start (its LONG_ROW)
 
 
 def spmv_bytes(M: int, K: int, nnz: int, value_bytes: int = 4) -> int:
@@ -56,13 +57,34 @@ def warp_walk_steps(lengths: np.ndarray, groups: tuple[int, ...]) -> dict[int, f
     `group` lanes, WALK_NONZEROS per lane and step, summed over the warps, per row. A warp takes as many steps as
     its longest row needs, so short, empty and uneven rows leave lanes idle for the warp's whole walk. The longest
     row of every run of 1, 2, 4, .. 32 rows comes from halving maxima: one pass over the rows, whatever the groups."""
-    runs = {1: np.zeros(-(-len(lengths) // WARP_LANES) * WARP_LANES, dtype=lengths.dtype)}
-    runs[1][:len(lengths)] = lengths
-    while max(runs) < WARP_LANES:
-        half = runs[max(runs)]
-        runs[2 * max(runs)] = np.maximum(half[0::2], half[1::2])
+    runs = run_maxima(lengths, WARP_LANES)
     return {g: float((-(-runs[WARP_LANES // g] // (WALK_NONZEROS * g))).sum(dtype=np.int64) / max(len(lengths), 1))
             for g in groups}
+
+
+def run_maxima(lengths: np.ndarray, most: int) -> dict[int, np.ndarray]:
+    """The longest row of every run of 1, 2, 4, .. `most` consecutive rows (the rows padded with empty ones to a
+    multiple of `most`), by halving maxima: one pass over the rows."""
+    runs = {1: np.zeros(-(-len(lengths) // most) * most, dtype=lengths.dtype)}
+    runs[1][:len(lengths)] = lengths
+    while max(runs) < most:
+        half = runs[max(runs)]
+        runs[2 * max(runs)] = np.maximum(half[0::2], half[1::2])
+    return runs
+
+
+def warp_imbalance(lengths: np.ndarray) -> dict[str, float]:
+    """Where a warp's groups of lanes each walk a row of their own (SpMM row split, 2, 4 or 8 rows a warp), the warp
+    lasts as long as its longest row: the nonzeros the warps' walks take (rows a warp times its longest row) over the
+    nonzeros, uneven rows costing idle lanes. The same over the rows the SpMM split kernel's start walks this way
+    (`_short`: rows over SPMM_LONG_ROW go to chunks of their own). On session 20's skewed matrices at 4 rows a warp:
+    web 2.38, power-law 2.63, LP 2.07, circuit 1.38 (short rows), the split kernel's measured time over its price
+    without this 2.4, 2.4, 1.8, 1.5."""
+    out = {}
+    for name, walked in (("", lengths), ("_short", np.where(lengths > SPMM_LONG_ROW, 0, lengths))):
+        runs, total = run_maxima(walked, 8), max(int(walked.sum(dtype=np.int64)), 1)
+        out |= {f"warp_imbalance{name}_{r}": float(runs[r].sum(dtype=np.int64) * r / total) for r in (2, 4, 8)}
+    return out
 
 
 def walk_features(lengths: np.ndarray) -> dict[str, float]:
@@ -93,7 +115,7 @@ def row_length_features(lengths: np.ndarray, K: int, walks: bool = True) -> dict
     mean = float(lengths.mean())
     q50, q90, q99 = (float(q) for q in np.percentile(lengths, (50, 90, 99)))
     dense_row = max(10 * mean, np.sqrt(K))
-    return {**(walk_features(lengths) if walks else {}),
+    return {**(walk_features(lengths) if walks else {}), **warp_imbalance(lengths),
         "row_mean": mean,
         "row_max": float(lengths.max()),
         "row_cv": float(lengths.std() / mean) if mean else 0.0,

@@ -139,6 +139,19 @@ def test_the_longest_row_bounds_row_split_and_not_the_split_kernel():
     assert predicted_us("spmm_csr_split", start, skewed, 32, 4) < rowsplit_skewed / 4
 
 
+def test_uneven_rows_in_a_warp_cost_what_its_longest_row_walks_at_several_rows_a_warp_only():
+    """Groups of a warp that each walk a row of their own wait for its longest (warp_imbalance); a warp per row
+    does not; the split kernel's price reads the imbalance of the rows it walks by groups (`_short`)."""
+    even = {"nnz": 10e6, "rows": 1e6, "cols": 1e6, "row_max": 40.0, "dense_row_share": 0.0}
+    uneven = {**even, "warp_imbalance_4": 2.5, "warp_imbalance_short_4": 2.0}
+    eight, thirty_two = {"VW": 4, "LANES": 8, "WARPS": 4, "UNROLL": 8}, {"VW": 4, "LANES": 32, "WARPS": 4, "UNROLL": 8}
+    assert predicted_us("spmm_csr_rowsplit", eight, uneven, 32, 4) > 1.5 * predicted_us("spmm_csr_rowsplit", eight, even, 32, 4)
+    assert predicted_us("spmm_csr_rowsplit", thirty_two, uneven, 128, 4) == predicted_us("spmm_csr_rowsplit", thirty_two, even, 128, 4)
+    split = {**eight, "LONG_ROW": 128, "CHUNK": 512}
+    assert (predicted_us("spmm_csr_rowsplit", eight, uneven, 32, 4) > predicted_us("spmm_csr_split", split, uneven, 32, 4)
+            > predicted_us("spmm_csr_split", split, even, 32, 4))
+
+
 def test_the_planner_offers_it_only_where_some_row_is_long():
     from sparseditto.agents.planner import offline_plan
 

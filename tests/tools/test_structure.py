@@ -100,6 +100,25 @@ def test_row_walk_steps_agree_with_a_warp_by_warp_count():
         assert f["long_rows"] == np.count_nonzero(lengths > SHORT_ROW) / len(lengths)
 
 
+def test_warp_imbalance_agrees_with_a_warp_by_warp_count():
+    """Rows a warp times its longest row, over the nonzeros, for 2, 4 and 8 rows a warp (the last warp partly
+    filled); `_short` with the rows over SPMM_LONG_ROW left out; even rows give 1."""
+    from sparseditto.tools.structure import SPMM_LONG_ROW, warp_imbalance
+
+    for seed in range(30):
+        rng = np.random.default_rng(seed)
+        lengths = rng.integers(0, int(rng.integers(1, 400)), int(rng.integers(1, 300)))
+        lengths[0] = max(lengths[0], 1)
+        f = warp_imbalance(lengths)
+        for name, walked in (("", lengths), ("_short", [int(n) if n <= SPMM_LONG_ROW else 0 for n in lengths])):
+            walked = [int(n) for n in walked]
+            for r in (2, 4, 8):
+                expected = sum(max(walked[i:i + r]) * r for i in range(0, len(walked), r)) / max(sum(walked), 1)
+                assert abs(f[f"warp_imbalance{name}_{r}"] - expected) < 1e-12
+    even = warp_imbalance(np.full(64, 7))
+    assert all(v == 1.0 for v in even.values())
+
+
 def test_breadth_first_levels_tell_a_mesh_in_any_order_from_a_random_graph():
     n = 300
     eye = sp.identity(n, format="csr")

@@ -18,6 +18,7 @@ from sparseditto.tools.families.csr_spmm.cost import (
 )
 from sparseditto.tools.families.csr_spmm.preparations import row_group_union
 from sparseditto.tools.families.csr_spmv.preparations import long_row_chunk_ptr
+from sparseditto.tools.structure import SPMM_LONG_ROW
 
 
 class CsrSpmmSpec(CsrSpecFields):
@@ -65,8 +66,8 @@ class CsrSpmm(CsrFamily):
                     "long_row_chunk_ptr": long_row_chunk_ptr}
     target_speedup = 3.0
     # a new version whenever prices change: calibrations measured against an older model no longer count
-    cost_model = ("gathers plus DRAM; row split's idle lanes and longest row, row groups' rows and lane layout on CUDA "
-                  "cores, split rows, the tile's staging (session 19)")
+    cost_model = ("gathers plus DRAM; row split's idle lanes, warp imbalance and longest row, row groups' rows and lane "
+                  "layout on CUDA cores, split rows, the tile's staging (session 20)")
     prices_row_walks = False  # its kernels are priced by bytes and tensor-core tiles (cost.py)
     reads_bfs_levels = False  # no renumbered SpMM kernel
     example_spec = {"name": "small_spmm", "operation": "spmm", "pattern": {"distribution": "uniform", "density": 0.02},
@@ -95,14 +96,14 @@ class CsrSpmm(CsrFamily):
             {"VW": vw, "LANES": lanes, "WARPS": 4, "UNROLL": 8 if spec.dtype == "fp32" else 4},
             f"{lanes} lanes per row with 16-byte gathers of B rows ({lanes * vw} columns a group): robust at any "
             "density")
-        # offered where some row is over LONG_ROW_START nonzeros, then splitting from half of that: rows over 128 in
+        # offered where some row is over LONG_ROW_START nonzeros, then splitting from SPMM_LONG_ROW: rows over 128 in
         # chunks of 512 beat 256 and 1024 on three of four skewed matrices (fp32 N = 32, session 20, 2-13% faster;
         # the fourth within 0.2%)
         split = StrategyStart(
             "spmm_csr_split", {"VW": vw, "LANES": lanes, "WARPS": 4, "UNROLL": 8 if spec.dtype == "fp32" else 4,
-                               "LONG_ROW": LONG_ROW_START // 2, "CHUNK": 2 * LONG_ROW_START},
-            f"the longest row has {features['row_max']:.0f} nonzeros: rows over {LONG_ROW_START // 2} cut into chunks "
-            f"of {2 * LONG_ROW_START} (a warp's lane groups then walk about as many each as a group walks a short "
+                               "LONG_ROW": SPMM_LONG_ROW, "CHUNK": 4 * SPMM_LONG_ROW},
+            f"the longest row has {features['row_max']:.0f} nonzeros: rows over {SPMM_LONG_ROW} cut into chunks "
+            f"of {4 * SPMM_LONG_ROW} (a warp's lane groups then walk about as many each as a group walks a short "
             "row), a warp each, the rest as row split")
         smem_tile = StrategyStart(
             "spmm_csr_smem_tile", {"LPR": 8, "WARPS": 32, "RPG": 1, "KC": 512, "UNROLL": 4},

@@ -22,14 +22,23 @@ faster than 1.1x the tensor-core row groups' time (not measured yet), times the 
 session 19's sweep of it on band_narrow_10m fp32, `evals/results/issue14_h200/explore_spmm_sweep_session19.txt`):
 each halving of the rows a lane keeps (subsets sharing out the union) 15% for its shuffles, each further pass of the
 grid over A (N wider than a warp's slabs) 5%. At N = 128, 8 lanes a piece and one slab measured 1.51x 32 lanes
-(layout factor 1.49x); 4 lanes and one slab 2.24x (1.96x).
-Row split's group walks a whole row, UNROLL gathers a round: the longest row's rounds bound its time however many
-warps run beside it, at ROUND_US each (a guess, not measured yet: a gather from L2 or DRAM and its shuffles). It is
-counted only for rows over LONG_ROW_START nonzeros, where the split kernel is offered: below that the walk is no
-longer than the other kernels' own chains (a group's union columns, a block's k-steps), which are not priced. The split
-kernel (spmm_csr_split) cuts rows over LONG_ROW into chunks of CHUNK shared by a warp's 32 / LANES groups: it pulls
-what row split does, plus its partial rows written and read, and its longest walk is LONG_ROW or CHUNK / groups
-nonzeros, plus a second launch.
+(layout factor 1.49x); 4 lanes and one slab 2.24x (1.96x). Groups of 16 rows cost ROWGROUP_16_ROWS_COST more than
+the gathers they save say: fitted to session 20's seven pairs at the same layout (`explore_spmm_rows16_session20.txt`,
+16 rows 9-28% slower than 8 on band_narrow_10m and blockdiag_8_32_10m fp32, measured over predicted 1.35x higher
+with 16 rows than with 8 at the old 1.1).
+Row split's groups each walk a row of their own, 32 / LANES rows a warp: a warp lasts as long as its longest row, so
+its gathers' time is multiplied by the warp imbalance of the row lengths (tools/structure.py `warp_imbalance`; 2.1-2.6
+on session 20's web, power-law and LP matrices at 4 rows a warp, where the split kernel measured 1.8-2.4x its price
+without it). A group walks a whole row, UNROLL gathers a round: the longest row's rounds bound its time however many
+warps run beside it, at ROUND_US each (fitted to row split at N = 32 on session 20's circuit, LP and web matrices:
+its time over the longest row's rounds 1.2, 1.2 and 1.4 us: an index load and then the gathers it names, two
+dependent trips to memory). It is counted only for rows over LONG_ROW_START nonzeros, where the split kernel is
+offered: below that the walk is no longer than the other kernels' own chains (a group's union columns, a block's
+k-steps), which are not priced. The split kernel (spmm_csr_split) cuts rows over LONG_ROW into chunks of CHUNK shared
+by a warp's 32 / LANES groups: it pulls what row split does at the imbalance of the rows left to groups, plus its
+partial rows written and read, and its longest walk is LONG_ROW or CHUNK / groups nonzeros, plus a second launch.
+Over session 19's and 20's 90 timed candidates (`bench/spmm_cost_check.py`, spmm_cost_check_session20.txt) measured
+over predicted is 1.28 in geometric mean, row split 1.06 and the split kernel 1.19 (1.51 and 1.55 before these terms).
 BSR on tensor cores pulls one B row per block column of each block (the same path as the row groups) and is
 priced at their rate; it has no measurement yet. The planner scales each prediction by the kernel's calibration
 from earlier runs on the same GPU (the experience store).
@@ -50,11 +59,11 @@ ROWGROUP_16BIT_OVER_TENSOR = 1.1
 # a union column costs the row group more than a nonzero costs row split (its mask and column loads, the values'
 # scatter into the tile, a shared-memory read per product): a guess, so that rows sharing few columns stay on row split
 ROWGROUP_OVER_ROWSPLIT = 1.25
-ROUND_US = 0.5
+ROUND_US = 1.2
 LONG_ROW_START = 256
 ROWGROUP_SUBSET_COST = 0.15
 ROWGROUP_PASS_COST = 0.05
-ROWGROUP_16_ROWS_COST = 1.1
+ROWGROUP_16_ROWS_COST = 1.5
 
 
 def group_overlap(f: Mapping[str, float], rows: int = 8) -> float:
@@ -90,10 +99,17 @@ def rowgroup_layout_factor(start: Mapping[str, int], N: int) -> float:
     """The row groups' time over their time with one subset of lanes and one pass over A (see the module's note)."""
     subsets, rows = 32 // start["LANES"], start.get("ROWS", 8)
     passes = -(-N // (start["LANES"] * start["VW"] * start.get("SLABS", 1)))
-    # 16 rows: twice the shuffles a halving, and twice the accumulators (fewer warps a SM: a guess, not measured)
+    # 16 rows: twice the shuffles a halving, and twice the accumulators (fewer warps a SM), fitted (module note)
     more_rows = ROWGROUP_16_ROWS_COST if rows == 16 else 1.0
     return (more_rows * (1 + ROWGROUP_SUBSET_COST * rows / 8 * math.log2(subsets))
             * (1 + ROWGROUP_PASS_COST * (passes - 1)))
+
+
+def warp_imbalance(f: Mapping[str, float], lanes: int, short: bool = False) -> float:
+    """The nonzeros a warp's groups walk, each its own row, over the nonzeros (tools/structure.py; 1 at a row a
+    warp); `short`: the split kernel's, whose long rows go to chunks."""
+    rows = 32 // lanes
+    return 1.0 if rows == 1 else max(f.get(f"warp_imbalance{'_short' if short else ''}_{rows}", 1.0), 1.0)
 
 
 def longest_walk_us(nonzeros: float, unroll: int) -> float:
@@ -108,13 +124,14 @@ def predicted_us(kernel: str, start: Mapping[str, int], f: Mapping[str, float], 
     rowsplit = nnz * N / ROWSPLIT_PRODUCTS_PER_US[value_bytes]
     if kernel == "spmm_csr_rowsplit":
         walk = longest_walk_us(f["row_max"], start["UNROLL"]) if f.get("row_max", 0.0) > LONG_ROW_START else 0.0
-        pulled = max(rowsplit * rowsplit_lane_factor(start, N, value_bytes), walk)
+        pulled = max(rowsplit * rowsplit_lane_factor(start, N, value_bytes) * warp_imbalance(f, start["LANES"]), walk)
         dram = csr_dram
     elif kernel == "spmm_csr_split":
         groups = 32 // start["LANES"]
         walk = max(min(f["row_max"], start["LONG_ROW"]),
                    min(f["row_max"], start["CHUNK"]) / groups)
-        pulled = max(rowsplit * rowsplit_lane_factor(start, N, value_bytes), longest_walk_us(walk, start["UNROLL"]))
+        pulled = max(rowsplit * rowsplit_lane_factor(start, N, value_bytes) * warp_imbalance(f, start["LANES"], True),
+                     longest_walk_us(walk, start["UNROLL"]))
         # the dense rows' nonzeros (about the long ones) as partial rows of CHUNK: written once, read once, in fp32
         partials = 2 * 4 * N * f.get("dense_row_share", 0.0) * nnz / start["CHUNK"]
         dram = csr_dram + partials / COPY_BYTES_PER_US + LAUNCH_US
