@@ -1,8 +1,8 @@
 """Where each spec's device time went: per run folder, every iteration's wall seconds, its stage seconds (those a
-stage records), the correctness stage's phases, the baselines' seconds and how they were timed, the runner's host
-seconds, the candidate's one-time preparation (milliseconds, once per instance:
-about eight per verification), the runner process's wall, start-up and scrub seconds, whether it was run ahead, and
-why the sanitizer did or did not run. `python3 bench/iteration_seconds.py RUNS_DIR > out.json`"""
+stage records), the correctness stage's phases, the baselines' seconds (each configuration's too) and how they were
+timed, the runner's host seconds, the candidate's one-time preparation (milliseconds, once per instance: about eight
+per verification), the runner process's wall, start-up and scrub seconds, whether it was run ahead, and why the
+sanitizer did or did not run. `python3 bench/iteration_seconds.py RUNS_DIR > out.json`"""
 
 from __future__ import annotations
 
@@ -25,6 +25,9 @@ def iteration_row(it: dict) -> dict:
             "correctness_phases": correctness.get("phase_seconds"),
             # the benchmark's seconds spent timing baselines, and which were timed here or carried
             "baseline_seconds": benchmark.get("baseline_seconds"), "baselines_timed": benchmark.get("baselines_timed"),
+            # each configuration timed here: built, run once and timed (the rest of baseline_seconds is imports)
+            "baseline_config_seconds": {b["name"]: b["seconds"] for b in it["report"].get("baselines", [])
+                                        if not b.get("carried") and "seconds" in b},
             "preparation_ms": round((it["report"].get("measurement") or {}).get("preparation_ms") or 0.0, 1),
             # the runner process: its whole wall time (from the parent), its start and imports, the scrub before it
             "process_seconds": {k: correctness[k] for k in ("process_seconds", "startup_seconds", "scrub_seconds")

@@ -86,6 +86,8 @@ class BaselineTiming(BaseModel):
     correct: bool
     # timed by an earlier verification of the same spec and carried over; the fastest is always timed again
     carried: bool = False
+    # host seconds this configuration took here: built and run once, then timed (where a spec's baseline time goes)
+    seconds: float = 0.0
 
 
 def fastest_per_library(baselines: list[BaselineTiming]) -> dict[str, BaselineTiming]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,6 +36,8 @@ class BaselineCall:
     run: Callable[[], None]
     output: Array
     prepare_note: str = ""
+    # host seconds from the first way tried to this one built and run once (failed ways included)
+    build_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,7 @@ def collect(candidates: Sequence[Candidate]) -> list[BaselineCall]:
 
     calls: list[BaselineCall] = []
     for option in candidates:
+        start = time.perf_counter()
         for build in option.variants:
             try:
                 call = build()
@@ -65,6 +69,7 @@ def collect(candidates: Sequence[Candidate]) -> list[BaselineCall]:
             except Exception as exc:  # any failure disqualifies the configuration
                 log.debug("baseline_skipped", candidate=option.name, error=repr(exc))
                 continue
+            call.build_seconds = time.perf_counter() - start
             calls.append(call)
             break
     return calls
