@@ -59,12 +59,15 @@ def test_a_cached_structure_gathers_each_call_s_own_values(prepare, params):
     assert all(not a.flags.writeable for name, a in cached_arrays.items() if name not in GATHERED)
 
 
-@pytest.mark.parametrize("prepare, params", PREPARATIONS)
-def test_another_structure_or_other_parameters_make_their_own(prepare, params):
+@pytest.mark.parametrize(("prepare", "params", "read"), [(*p, r) for p, r in zip(PREPARATIONS, ({"MAX_DIAGS": 4}, {"C": 16}, {}))])
+def test_another_structure_or_a_parameter_it_reads_make_their_own_and_other_parameters_share(prepare, params, read):
     prepare(problem_of(a_matrix(1)), params)
     prepare(problem_of(a_matrix(2)), params)
-    prepare(problem_of(a_matrix(2)), {**params, "BLOCK": 128})
-    assert len(structure_cache._cache) == 3
+    assert len(structure_cache._cache) == 2
+    prepare(problem_of(a_matrix(2)), {**params, "BLOCK": 128, "UNROLL": 4})  # read by the kernel, not the preparation
+    assert len(structure_cache._cache) == 2
+    prepare(problem_of(a_matrix(2)), {**params, **read})
+    assert len(structure_cache._cache) == 2 + bool(read)
 
 
 def test_a_reused_structure_counts_its_making_time_once_per_call():

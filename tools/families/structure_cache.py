@@ -71,35 +71,43 @@ def _digest(*arrays: np.ndarray) -> str:
     return h.hexdigest()
 
 
-def by_structure(make: Callable[[np.ndarray, np.ndarray, dict[str, int]], Structure]
+def by_structure(reads: tuple[str, ...]) -> Callable[[Callable[[np.ndarray, np.ndarray, dict[str, int]], Structure]],
+                                                     Callable[[Problem, dict[str, int]], Prepared]]:
+    """A preparation from `make(rowptr, colind, params)`: its structure cached, the values gathered per call. `make`
+    is given only the parameters it `reads` (those of them the kernel has), and the cache is keyed on those: a
+    kernel's other parameters (UNROLL, WARPS, ...) share one structure (session 19: the row groups' union was made
+    again for every parameter set an explore sweep ran)."""
+
+    def decorate(make: Callable[[np.ndarray, np.ndarray, dict[str, int]], Structure]
                  ) -> Callable[[Problem, dict[str, int]], Prepared]:
-    """A preparation from `make(rowptr, colind, params)`: its structure cached, the values gathered per call."""
-
-    def preparation(problem: Problem, params: dict[str, int]) -> Prepared:
-        rowptr, colind = problem.inputs["rowptr"], problem.inputs["colind"]
-        key = (make.__qualname__, _digest(rowptr, colind), tuple(sorted(params.items())))
-        with _lock:
-            entry = _cache.get(key)
-            if entry is not None:
-                _cache.move_to_end(key)
-        if entry is None:
-            start = time.perf_counter()
-            entry = _Entry(make(rowptr, colind, params), (time.perf_counter() - start) * 1e3)
-            for array in entry.structure.arrays.values():  # shared by every later call: a write would be an error
-                array.flags.writeable = False
+        def preparation(problem: Problem, params: dict[str, int]) -> Prepared:
+            rowptr, colind = problem.inputs["rowptr"], problem.inputs["colind"]
+            read = {k: params[k] for k in reads if k in params}
+            key = (make.__qualname__, _digest(rowptr, colind), tuple(sorted(read.items())))
             with _lock:
-                _cache[key] = entry
-                while len(_cache) > _KEPT:
-                    _cache.popitem(last=False)
-        else:
-            _reused.ms = getattr(_reused, "ms", 0.0) + entry.ms
-        arrays = dict(entry.structure.arrays)
-        for name, g in entry.structure.gathers.items():  # a preparation of the pattern alone has none
-            values = np.asarray(problem.inputs["values"])
-            out = np.zeros(g.size, dtype=values.dtype)
-            out[g.dst] = values[g.src]
-            arrays[name] = out
-        return arrays, dict(entry.structure.symbols)
+                entry = _cache.get(key)
+                if entry is not None:
+                    _cache.move_to_end(key)
+            if entry is None:
+                start = time.perf_counter()
+                entry = _Entry(make(rowptr, colind, read), (time.perf_counter() - start) * 1e3)
+                for array in entry.structure.arrays.values():  # shared by every later call: a write would be an error
+                    array.flags.writeable = False
+                with _lock:
+                    _cache[key] = entry
+                    while len(_cache) > _KEPT:
+                        _cache.popitem(last=False)
+            else:
+                _reused.ms = getattr(_reused, "ms", 0.0) + entry.ms
+            arrays = dict(entry.structure.arrays)
+            for name, g in entry.structure.gathers.items():  # a preparation of the pattern alone has none
+                values = np.asarray(problem.inputs["values"])
+                out = np.zeros(g.size, dtype=values.dtype)
+                out[g.dst] = values[g.src]
+                arrays[name] = out
+            return arrays, dict(entry.structure.symbols)
 
-    preparation.__doc__ = make.__doc__
-    return preparation
+        preparation.__doc__ = make.__doc__
+        return preparation
+
+    return decorate

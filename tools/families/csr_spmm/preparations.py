@@ -19,7 +19,7 @@ def row_group_keys(rowptr: np.ndarray, colind: np.ndarray, rows: int = 8) -> tup
     return keys, sorted_unique(keys), K
 
 
-@by_structure
+@by_structure(reads=("ROWS",))
 def row_group_union(rowptr: np.ndarray, colind: np.ndarray, params: dict[str, int]) -> Structure:
     """For each group of R consecutive rows (R = the parameter ROWS, 8 where a kernel has none), the sorted union
     of their column indices, padded with the group's last column to a multiple of 16 (`group_cols`, group g at

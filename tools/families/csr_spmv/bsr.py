@@ -18,7 +18,7 @@ def mask_bits(block: int) -> int:
     return next(bits for bits in MASK_WORDS if bits >= block * block)
 
 
-@by_structure
+@by_structure(reads=("B",))
 def bsr_masked(rowptr: np.ndarray, colind: np.ndarray, params: dict[str, int]) -> Structure:
     """The matrix cut into B x B blocks on a grid anchored at (0, 0) (the last block row and column may reach past
     M and K); every block holding a nonzero is stored, its blocks in block-row order, by block column within one.

@@ -13,7 +13,7 @@ def mask_bits(max_diags: int) -> int:
     return 8 if max_diags <= 8 else 16 if max_diags <= 16 else 32
 
 
-@by_structure
+@by_structure(reads=("MAX_DIAGS",))
 def diagonals(rowptr: np.ndarray, colind: np.ndarray, params: dict[str, int]) -> Structure:
     """The MAX_DIAGS densest diagonals (offset d = col - row) of the matrix in DIA, every other nonzero in a CSR
     remainder, so that any matrix is exact and a stencil or banded matrix is all DIA.

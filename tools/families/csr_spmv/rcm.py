@@ -10,7 +10,7 @@ from sparseditto.tools.families.csr_common import at_least_one
 from sparseditto.tools.families.structure_cache import Gather, Structure, by_structure
 
 
-@by_structure
+@by_structure(reads=())
 def rcm_reordered(rowptr: np.ndarray, colind: np.ndarray, params: dict[str, int]) -> Structure:
     """Rows and columns renumbered together by reverse Cuthill-McKee on the pattern of A + A^T, so that a permuted
     mesh or road grid becomes banded again and neighbouring rows gather neighbouring x: new row i is old row

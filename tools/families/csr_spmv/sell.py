@@ -10,7 +10,7 @@ from sparseditto.tools.families.structure_cache import Gather, Structure, by_str
 _INT32_MAX = np.iinfo(np.int32).max
 
 
-@by_structure
+@by_structure(reads=("C", "SIGMA"))
 def sell_c_sigma(rowptr: np.ndarray, colind: np.ndarray, params: dict[str, int]) -> Structure:
     """Rows sorted by length (longest first, stable) within windows of SIGMA rows, then cut into slices of C
     consecutive sorted rows; each slice is padded to its longest row and stored column-major, so element j of

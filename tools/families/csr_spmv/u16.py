@@ -17,7 +17,7 @@ from sparseditto.tools.families.structure_cache import Structure, by_structure
 SPAN = 1 << 16  # offsets 0 .. 65535
 
 
-@by_structure
+@by_structure(reads=())
 def csr_u16(rowptr: np.ndarray, colind: np.ndarray, params: dict[str, int]) -> Structure:
     """Per-row bases and 16-bit offsets; the rows that do not fit fall back to their int32 columns.
 
