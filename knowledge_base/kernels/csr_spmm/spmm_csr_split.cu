@@ -14,6 +14,16 @@ summary: >
   meet by shuffles; a row of one chunk is written by its warp, the others leave fp32 partial rows in a
   workspace that a second launch sums in chunk order (no atomics: the same sum on every call). Short
   rows run as in spmm_csr_rowsplit: LANES lanes a row, VW columns a lane, UNROLL gathers in flight.
+measured:  # H200 (sm_90), offline pipeline runs of session 20, each against the best cuSPARSE configuration
+  - {spec: circuit_5m-spmm-fp32-n32, gpu: NVIDIA H200, params: {VW: 4, LANES: 8, WARPS: 4, UNROLL: 8, LONG_ROW: 128, CHUNK: 512},
+     median_us: 183.9, best_baseline: cusparse_spmm_csr_alg3_row, best_baseline_us: 298.2, speedup: 1.62,
+     source: evals/results/issue14_h200/spmm_skewed_session20_results.jsonl}
+  - {spec: lp_wide_6m-spmm-fp32-n32, gpu: NVIDIA H200, params: {VW: 4, LANES: 8, WARPS: 4, UNROLL: 8, LONG_ROW: 128, CHUNK: 512},
+     median_us: 262.0, best_baseline: cusparse_spmm_csr_alg3_row_pre, best_baseline_us: 299.2, speedup: 1.14,
+     source: evals/results/issue14_h200/spmm_skewed_session20_results.jsonl}
+  - {spec: lp_wide_6m-spmm-fp32-n128, gpu: NVIDIA H200, params: {VW: 4, LANES: 8, WARPS: 2, UNROLL: 4, LONG_ROW: 128, CHUNK: 512},
+     median_us: 890.0, best_baseline: cusparse_spmm_csr_alg2_row, best_baseline_us: 619.4, speedup: 0.70,
+     source: evals/results/issue14_h200/spmm_skewed_session20_results.jsonl}
 preparation: long_row_chunk_ptr
 streams: [rowptr, colind, values, chunk_long_index, chunk_start, long_rows, long_chunk_ptr, multi_rows]
 parameters:
