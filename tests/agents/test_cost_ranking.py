@@ -154,7 +154,8 @@ def test_a_stalled_search_ends_before_the_budget_once_the_contenders_are_measure
 
 def test_spmm_ranks_by_prediction_and_dense_blocks_lead_with_bsr(tmp_path):
     path = tmp_path / "fem.npz"
-    sp.save_npz(path, generators.fem_blocks(np.random.default_rng(2), 200_000, block=24))
+    # 2D: rows of at most 9 x 24 nonzeros (in 3D up to 648: long rows, whose chains the model prices)
+    sp.save_npz(path, generators.fem_blocks(np.random.default_rng(2), 200_000, block=24, dim=2))
     fem = offline_plan(parse_spec({"operation": "spmm", "N": 32, "dtype": "fp16",
                                    "pattern": {"kind": "matrix_file", "path": str(path)}}))
     predicted = [s.predicted_us for s in fem.strategies]

@@ -166,6 +166,27 @@ def test_the_planner_offers_it_only_where_some_row_is_long():
     assert "spmm_csr_split" not in kernels("banded", density=0.0001)
 
 
+@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
+def test_on_an_arrow_head_matrix_the_kernels_that_walk_the_dense_row_serially_are_priced_by_that_walk(tmp_path, dtype):
+    """A diagonal with one dense row and column of 40,000: every kernel but the split one has a warp (or a lane
+    group) take the dense row or its block row alone. BSR was priced first at a few microseconds in fp16 (its
+    5,000-block chain unpriced); the split kernel leads, the others are priced at least at their chain."""
+    from sparseditto.agents.planner import offline_plan
+    from sparseditto.tools.families.csr_spmm.cost import ROUND_US
+
+    n = 40_000
+    arrow = sp.lil_matrix((n, n), dtype=np.float32)
+    arrow.setdiag(1.0)
+    arrow[0, :] = 1.0
+    arrow[:, 0] = 1.0
+    sp.save_npz(tmp_path / "arrow.npz", arrow.tocsr())
+    plan = offline_plan(parse_spec({"operation": "spmm", "N": 32, "dtype": dtype,
+                                    "pattern": {"kind": "matrix_file", "path": str(tmp_path / "arrow.npz")}}))
+    assert plan.strategies[0].kernel == "spmm_csr_split"
+    for s in plan.strategies[1:]:
+        assert s.predicted_us > 1000 * ROUND_US / 8, (s.kernel, s.predicted_us)
+
+
 def test_tensor_core_row_groups_are_not_offered_where_a_groups_tile_outgrows_shared_memory():
     """A group holding a row of thousands of nonzeros needs a tile of tens of thousands of columns."""
     from sparseditto.agents.planner import offline_plan

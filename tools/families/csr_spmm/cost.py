@@ -32,9 +32,15 @@ on session 20's web, power-law and LP matrices at 4 rows a warp, where the split
 without it). A group walks a whole row, UNROLL gathers a round: the longest row's rounds bound its time however many
 warps run beside it, at ROUND_US each (fitted to row split at N = 32 on session 20's circuit, LP and web matrices:
 its time over the longest row's rounds 1.2, 1.2 and 1.4 us: an index load and then the gathers it names, two
-dependent trips to memory). It is counted only for rows over LONG_ROW_START nonzeros, where the split kernel is
-offered: below that the walk is no longer than the other kernels' own chains (a group's union columns, a block's
-k-steps), which are not priced. The split kernel (spmm_csr_split) cuts rows over LONG_ROW into chunks of CHUNK shared
+dependent trips to memory). Every kernel's longest chain is priced the same way, at ROUND_US a round (fitted on row
+split only; for the others a guess): the shared-memory tile's group walks a row too, the row groups' subsets share
+out the longest group's union (UNROLL columns a round), the tensor-core row groups take it in steps of 16 columns
+(KB steps a round), BSR's warp takes its block row's blocks one at a time. Chains are counted only where some row
+is over LONG_ROW_START nonzeros, where the split kernel is offered: below that the rates above, measured on such
+matrices, hold them. On real matrices with a row of hundreds to thousands of nonzeros (`../shared/matrices`: a
+circuit, a vote graph, an arrow-head matrix, LP) those kernels were priced first at a few microseconds with their
+chains unpriced; BSR on the arrow-head matrix (a row of 46,500) at 6.1 us, against a 5,800-block chain. The split
+kernel (spmm_csr_split) cuts rows over LONG_ROW into chunks of CHUNK shared
 by a warp's 32 / LANES groups: it pulls what row split does at the imbalance of the rows left to groups, plus its
 partial rows written and read, and its longest walk is LONG_ROW or CHUNK / groups nonzeros, plus a second launch.
 Over session 19's and 20's 90 timed candidates (`bench/spmm_cost_check.py`, spmm_cost_check_session20.txt) measured
@@ -118,12 +124,18 @@ def longest_walk_us(nonzeros: float, unroll: int) -> float:
     return nonzeros / unroll * ROUND_US
 
 
+def chain_us(f: Mapping[str, float], items: float, per_round: int) -> float:
+    """A kernel's longest serial chain, `items` taken `per_round` a round, where some row is over LONG_ROW_START
+    nonzeros (0 elsewhere: see the module's note)."""
+    return longest_walk_us(items, per_round) if f.get("row_max", 0.0) > LONG_ROW_START else 0.0
+
+
 def predicted_us(kernel: str, start: Mapping[str, int], f: Mapping[str, float], N: int, value_bytes: int) -> float:
     nnz = f["nnz"]
     csr_dram = dram_bytes(f, N, value_bytes, nnz, nnz) / COPY_BYTES_PER_US
     rowsplit = nnz * N / ROWSPLIT_PRODUCTS_PER_US[value_bytes]
     if kernel == "spmm_csr_rowsplit":
-        walk = longest_walk_us(f["row_max"], start["UNROLL"]) if f.get("row_max", 0.0) > LONG_ROW_START else 0.0
+        walk = chain_us(f, f["row_max"], start["UNROLL"])
         pulled = max(rowsplit * rowsplit_lane_factor(start, N, value_bytes) * warp_imbalance(f, start["LANES"]), walk)
         dram = csr_dram
     elif kernel == "spmm_csr_split":
@@ -138,7 +150,8 @@ def predicted_us(kernel: str, start: Mapping[str, int], f: Mapping[str, float], 
     elif kernel == "spmm_csr_smem_tile":
         rows_per_block = start["WARPS"] * (32 // start["LPR"]) * start["RPG"]
         staged = -(-f["rows"] // rows_per_block) * f["cols"] * N * value_bytes  # every block, all of K
-        pulled = max(SMEM_TILE_OVER_ROWSPLIT * rowsplit, staged / COPY_BYTES_PER_US)
+        pulled = max(SMEM_TILE_OVER_ROWSPLIT * rowsplit, staged / COPY_BYTES_PER_US,
+                     chain_us(f, f["row_max"], start["UNROLL"]))  # a group of LPR lanes walks a row
         dram = csr_dram
     elif kernel == "spmm_csr_rowgroup":
         # row split's rate, one gather per union column of a group (padded to 16: 7.5 more a group on average),
@@ -152,15 +165,24 @@ def predicted_us(kernel: str, start: Mapping[str, int], f: Mapping[str, float], 
         if value_bytes == 2:  # unmeasured in 16 bits: behind the tensor-core row groups' measured gathers
             pulled = max(pulled, ROWGROUP_16BIT_OVER_TENSOR * unions * N / TENSOR_ELEMENTS_PER_US)
         pulled /= min(1.0, warps / 16)
+        # the longest group's union, shared out among the warp's subsets, UNROLL columns a round
+        pulled = max(pulled, chain_us(f, longest_union(f, rows) / (32 // start["LANES"]), start["UNROLL"]))
         dram = csr_dram + nnz * 4 / COPY_BYTES_PER_US  # the tile places beside the values
     elif kernel == "spmm_csr_tc_rowgroup":
         pulled = nnz / max(f.get("group_overlap", 1.0), 1.0) * N / TENSOR_ELEMENTS_PER_US
+        # the longest group's union in steps of 16 columns split among WK warps, KB steps' gathers a round
+        pulled = max(pulled, chain_us(f, longest_union(f) / (16 * start["WK"]), start["KB"]))
         dram = csr_dram
     elif kernel == "spmm_bsr_tc":
         block = start["BR"]
         fill = max(f.get(f"block_fill_{block}", 0.0), 1e-6)  # nonzeros over stored values
         stored = nnz / fill
         pulled = stored / block * N / TENSOR_ELEMENTS_PER_US  # one B row per block column of each block
+        # a warp takes a block row's blocks one after another: the longest block row (its longest row and the mean
+        # of the others, over the nonzeros a stored block holds) at a block a round
+        longest = min((f["row_max"] + (block - 1) * f.get("row_mean", 0.0)) / (block * start["BC"] * fill),
+                      f["cols"] / start["BC"])
+        pulled = max(pulled, chain_us(f, longest, 1))
         dram = dram_bytes(f, N, value_bytes, stored, stored / (block * block)) / COPY_BYTES_PER_US
     else:
         raise KeyError(f"no cost model for {kernel}")
