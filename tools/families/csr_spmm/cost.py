@@ -111,7 +111,7 @@ def rowgroup_layout_factor(start: Mapping[str, int], N: int) -> float:
             * (1 + ROWGROUP_PASS_COST * (passes - 1)))
 
 
-def warp_imbalance(f: Mapping[str, float], lanes: int, short: bool = False) -> float:
+def imbalance_factor(f: Mapping[str, float], lanes: int, short: bool = False) -> float:
     """The nonzeros a warp's groups walk, each its own row, over the nonzeros (tools/structure.py; 1 at a row a
     warp); `short`: the split kernel's, whose long rows go to chunks."""
     rows = 32 // lanes
@@ -136,13 +136,13 @@ def predicted_us(kernel: str, start: Mapping[str, int], f: Mapping[str, float], 
     rowsplit = nnz * N / ROWSPLIT_PRODUCTS_PER_US[value_bytes]
     if kernel == "spmm_csr_rowsplit":
         walk = chain_us(f, f["row_max"], start["UNROLL"])
-        pulled = max(rowsplit * rowsplit_lane_factor(start, N, value_bytes) * warp_imbalance(f, start["LANES"]), walk)
+        pulled = max(rowsplit * rowsplit_lane_factor(start, N, value_bytes) * imbalance_factor(f, start["LANES"]), walk)
         dram = csr_dram
     elif kernel == "spmm_csr_split":
         groups = 32 // start["LANES"]
         walk = max(min(f["row_max"], start["LONG_ROW"]),
                    min(f["row_max"], start["CHUNK"]) / groups)
-        pulled = max(rowsplit * rowsplit_lane_factor(start, N, value_bytes) * warp_imbalance(f, start["LANES"], True),
+        pulled = max(rowsplit * rowsplit_lane_factor(start, N, value_bytes) * imbalance_factor(f, start["LANES"], True),
                      longest_walk_us(walk, start["UNROLL"]))
         # the dense rows' nonzeros (about the long ones) as partial rows of CHUNK: written once, read once, in fp32
         partials = 2 * 4 * N * f.get("dense_row_share", 0.0) * nnz / start["CHUNK"]
